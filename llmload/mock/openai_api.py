@@ -1,0 +1,193 @@
+"""The OpenAI wire format as the mock speaks it, shaped like vLLM's output. Pure: no I/O.
+
+Prompt tokens are counted deterministically as whitespace-separated words over every message's
+text (chat) or the prompt (completions); template tokens are not added. Generated tokens are
+words, one per chunk, each sent as ``" word"``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import dataclass
+
+VOCAB = (
+    "the of and to in is that for it as with was on be by at this are from or an have not they "
+    "which one you were all we her she there would their will when can more if no out so said what "
+    "up its about into than them only other new some could time these two may then first any like "
+    "now my such over also after did many most made where much your well way down should because "
+    "each just those people how too little state good very make world still own see men work long"
+).split()
+
+
+class BadRequest(ValueError):
+    """A request the server rejects with 400, message in vLLM's words where it has them."""
+
+
+@dataclass(frozen=True)
+class ParsedRequest:
+    chat: bool
+    model: str
+    prompt_words: list[str]
+    max_tokens: int | None
+    ignore_eos: bool
+    min_tokens: int
+    stream: bool
+    include_usage: bool
+
+
+def _text_of(content: object, where: str) -> str:
+    if isinstance(content, str):
+        return content
+    if content is None:
+        return ""
+    if isinstance(content, list):  # [{"type": "text", "text": ...}, ...]
+        parts = []
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+        return " ".join(parts)
+    raise BadRequest(f"{where}: expected a string or a list of content parts")
+
+
+def _int_field(body: dict, key: str) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadRequest(f"{key}: expected a non-negative integer, got {value!r}")
+    return value
+
+
+def parse_request(body_bytes: bytes, chat: bool, default_model: str) -> ParsedRequest:
+    try:
+        body = json.loads(body_bytes)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise BadRequest(f"request body is not valid JSON: {e}") from None
+    if not isinstance(body, dict):
+        raise BadRequest("request body: expected a JSON object")
+    if chat:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise BadRequest("messages: expected a non-empty list")
+        words: list[str] = []
+        for i, m in enumerate(messages):
+            if not isinstance(m, dict):
+                raise BadRequest(f"messages[{i}]: expected an object")
+            words += _text_of(m.get("content"), f"messages[{i}].content").split()
+    else:
+        prompt = body.get("prompt")
+        if isinstance(prompt, list):
+            prompt = " ".join(str(p) for p in prompt)
+        if not isinstance(prompt, str):
+            raise BadRequest("prompt: expected a string")
+        words = prompt.split()
+    max_tokens = _int_field(body, "max_completion_tokens")
+    if max_tokens is None:
+        max_tokens = _int_field(body, "max_tokens")
+    stream_options = body.get("stream_options") or {}
+    return ParsedRequest(
+        chat=chat,
+        model=str(body.get("model") or default_model),
+        prompt_words=words,
+        max_tokens=max_tokens,
+        ignore_eos=bool(body.get("ignore_eos", False)),
+        min_tokens=_int_field(body, "min_tokens") or 0,
+        stream=bool(body.get("stream", False)),
+        include_usage=bool(isinstance(stream_options, dict) and stream_options.get("include_usage")),
+    )
+
+
+def choose_output_tokens(req: ParsedRequest, max_model_len: int, median_tokens: int, rng: random.Random) -> int:
+    """`max_tokens` with ignore_eos; otherwise a lognormal draw capped by max_tokens."""
+    room = max_model_len - len(req.prompt_words)
+    if req.max_tokens is not None and req.max_tokens > room:
+        raise BadRequest(
+            f"This model's maximum context length is {max_model_len} tokens. However, you requested "
+            f"{len(req.prompt_words) + req.max_tokens} tokens ({len(req.prompt_words)} in the messages, "
+            f"{req.max_tokens} in the completion). Please reduce the length of the messages or completion."
+        )
+    if room <= 0:
+        raise BadRequest(
+            f"This model's maximum context length is {max_model_len} tokens. However, your messages "
+            f"resulted in {len(req.prompt_words)} tokens. Please reduce the length of the messages."
+        )
+    cap = req.max_tokens if req.max_tokens is not None else room
+    if req.ignore_eos:
+        return cap
+    drawn = int(round(rng.lognormvariate(math.log(max(median_tokens, 1)), 0.6)))
+    return max(min(cap, max(drawn, req.min_tokens, 1)), 0)
+
+
+def error_body(status: int, message: str) -> bytes:
+    kinds = {400: "BadRequestError", 404: "NotFoundError", 429: "RateLimitError",
+             500: "InternalServerError", 503: "ServiceUnavailableError"}
+    return json.dumps(
+        {"error": {"message": message, "type": kinds.get(status, "APIError"), "param": None, "code": status}}
+    ).encode()
+
+
+class StreamFormatter:
+    """Builds the SSE bytes of one streamed response (no HTTP framing)."""
+
+    def __init__(self, chat: bool, request_id: str, model: str, created: int) -> None:
+        self.chat = chat
+        if chat:
+            self._head = (
+                f'data: {{"id":"chatcmpl-{request_id}","object":"chat.completion.chunk","created":{created},'
+                f'"model":{json.dumps(model)},"choices":[{{"index":0,"delta":{{'
+            ).encode()
+        else:
+            self._head = (
+                f'data: {{"id":"cmpl-{request_id}","object":"text_completion","created":{created},'
+                f'"model":{json.dumps(model)},"choices":[{{"index":0,'
+            ).encode()
+        self._usage_head = self._head.split(b'"choices"')[0]
+
+    def role(self) -> bytes:
+        if not self.chat:
+            return b""
+        return self._head + b'"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
+
+    def token(self, text: str, finish_reason: str | None = None) -> bytes:
+        finish = b"null" if finish_reason is None else b'"' + finish_reason.encode() + b'"'
+        t = json.dumps(text).encode()
+        if self.chat:
+            return self._head + b'"content":' + t + b'},"logprobs":null,"finish_reason":' + finish + b"}]}\n\n"
+        return self._head + b'"text":' + t + b',"logprobs":null,"finish_reason":' + finish + b',"stop_reason":null}]}\n\n'
+
+    def usage(self, prompt: int, completion: int, cached: int) -> bytes:
+        usage = {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion,
+                 "prompt_tokens_details": {"cached_tokens": cached}}
+        return self._usage_head + b'"choices":[],"usage":' + json.dumps(usage, separators=(",", ":")).encode() + b"}\n\n"
+
+    @staticmethod
+    def error(message: str, status: int = 500) -> bytes:
+        err = {"error": {"message": message, "type": "InternalServerError", "param": None, "code": status}}
+        return b"data: " + json.dumps(err).encode() + b"\n\n"
+
+    @staticmethod
+    def malformed() -> bytes:
+        return b'data: {"id":"broken","choices":[{"delta":{"content":"x"\n\n'
+
+    DONE = b"data: [DONE]\n\n"
+
+
+def full_response(chat: bool, request_id: str, model: str, created: int, text: str, finish_reason: str,
+                  prompt: int, completion: int, cached: int) -> bytes:
+    usage = {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion,
+             "prompt_tokens_details": {"cached_tokens": cached}}
+    if chat:
+        body = {"id": f"chatcmpl-{request_id}", "object": "chat.completion", "created": created, "model": model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                             "logprobs": None, "finish_reason": finish_reason}], "usage": usage}
+    else:
+        body = {"id": f"cmpl-{request_id}", "object": "text_completion", "created": created, "model": model,
+                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}],
+                "usage": usage}
+    return json.dumps(body).encode()
+
+
+def token_text(seq_seed: int, index: int) -> str:
+    return " " + VOCAB[(seq_seed * 31 + index * 7) % len(VOCAB)]

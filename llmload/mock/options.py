@@ -1,0 +1,69 @@
+"""Command-line options of `llmload mock`: profile + per-parameter overrides → MockConfig."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from llmload.mock.engine import EngineParams
+from llmload.mock.faults import parse_fault_rate
+from llmload.mock.profiles import DEFAULT_PROFILE, PROFILES, get_profile
+from llmload.mock.server import MockConfig
+
+ENGINE_FLAGS = {f.name: f.type for f in dataclasses.fields(EngineParams)}
+
+
+def add_mock_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (0: any free port; default 8000)")
+    p.add_argument("--profile", default=DEFAULT_PROFILE, help=f"engine preset (default {DEFAULT_PROFILE})")
+    p.add_argument("--list-profiles", action="store_true", help="list the profiles and exit")
+    p.add_argument("--log", metavar="FILE", help="append a ground-truth JSON line per request to FILE")
+    p.add_argument("--model", help="model name to report (default: the profile's)")
+    p.add_argument("--seed", type=int, default=0, help="seed for output lengths and fault draws")
+    p.add_argument("--output-mean-tokens", type=int, help="median output length when ignore_eos is not set")
+    p.add_argument("--ttft-ms", type=float, help="fixed profile: first-token delay")
+    p.add_argument("--itl-ms", type=float, help="fixed profile: interval between tokens")
+    p.add_argument("--fault", action="append", default=[], metavar="VALUE=RATE",
+                   help="inject a fault into a share of requests, e.g. 429=0.05, disconnect:10=0.01, "
+                        "stall:2=0.01 (repeatable)")
+    g = p.add_argument_group("engine parameters (override the profile)")
+    for name, kind in ENGINE_FLAGS.items():
+        flag = "--" + name.replace("_", "-")
+        if kind in (bool, "bool"):
+            g.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None)
+        else:
+            conv = int if kind in (int, "int") else float
+            g.add_argument(flag, dest=name, type=conv, default=None)
+
+
+def list_profiles() -> str:
+    lines = []
+    for name, prof in PROFILES.items():
+        lines.append(f"{name:20s} {prof.description}")
+    return "\n".join(lines)
+
+
+def config_from_args(args: argparse.Namespace) -> MockConfig:
+    profile = get_profile(args.profile)
+    overrides = {k: getattr(args, k) for k in ENGINE_FLAGS if getattr(args, k, None) is not None}
+    if profile.engine is None:
+        if overrides:
+            raise ValueError(f"profile {profile.name!r} has no batching engine; engine flags do not apply: "
+                             + ", ".join("--" + k.replace("_", "-") for k in overrides))
+        params = None
+    else:
+        params = dataclasses.replace(profile.engine, **overrides)
+        params.validate()
+    rates = [parse_fault_rate(f) for f in args.fault]
+    return MockConfig(
+        profile=profile,
+        engine_params=params,
+        fixed_ttft_ms=args.ttft_ms if args.ttft_ms is not None else profile.fixed_ttft_ms,
+        fixed_itl_ms=args.itl_ms if args.itl_ms is not None else profile.fixed_itl_ms,
+        model=args.model or profile.model,
+        fault_rates=rates,
+        seed=args.seed,
+        log_path=args.log,
+        output_mean_tokens=args.output_mean_tokens or profile.output_mean_tokens,
+    )

@@ -1,0 +1,456 @@
+"""HTTP front of the mock engine: a small HTTP/1.1 server on gevent.
+
+One *driver* greenlet owns the engine: it sleeps until the engine's next event, advances it,
+and writes each sequence's new tokens straight to that sequence's socket (non-blocking; a
+slow reader's leftover bytes go to a per-stream outbox its handler greenlet flushes). Writing
+from the driver keeps a step's tokens leaving together, as a real engine's do, and saves a
+greenlet switch per token. Each connection's handler greenlet parses requests, answers the
+simple routes and waits while its stream is served; a libev read watcher notices a client
+that hangs up and frees its slot at once.
+
+Hand-written instead of pywsgi because the mock must stream >= 20k tokens/s from one core
+(see benchmarks/mock_capacity.py) and must control exactly when bytes leave.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import random
+import socket
+import time
+from dataclasses import dataclass, field
+from time import perf_counter
+from typing import IO
+
+import gevent
+import gevent.event
+from gevent.server import StreamServer
+
+from llmload.mock import openai_api as api
+from llmload.mock.engine import BatchingEngine, EngineParams, EngineRequest, FixedEngine, Sequence
+from llmload.mock.faults import Fault, FaultPicker
+from llmload.mock.profiles import Profile
+from llmload.mock.prometheus import render_metrics
+
+log = logging.getLogger("llmload.mock")
+
+MAX_HEAD = 64 * 1024
+MAX_BODY = 64 * 1024 * 1024
+SPIN_S = 0.0015  # the last stretch before a step ends is waited by yielding, not by a timer
+REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+           411: "Length Required", 413: "Payload Too Large", 429: "Too Many Requests",
+           500: "Internal Server Error", 503: "Service Unavailable"}
+
+
+@dataclass
+class MockConfig:
+    profile: Profile
+    engine_params: EngineParams | None  # None: fixed engine
+    fixed_ttft_ms: float = 50.0
+    fixed_itl_ms: float = 10.0
+    model: str = "mock"
+    fault_rates: list[tuple[Fault, float]] = field(default_factory=list)
+    seed: int = 0
+    log_path: str | None = None
+    output_mean_tokens: int = 256
+
+
+class _ClientGone(Exception):
+    pass
+
+
+class _Stream:
+    """One request being served: formats its tokens and writes them as they come."""
+
+    __slots__ = ("server", "sock", "raw", "req", "rid", "fmt", "fault", "seq", "outbox", "attention",
+                 "done", "gone", "text", "arrival_mono", "arrival_unix", "first_mono", "last_mono",
+                 "sent", "finish_reason", "watcher", "outcome", "stream_failed", "max_tokens_cap")
+
+    def __init__(self, server: MockServer, sock: socket.socket, req: api.ParsedRequest, rid: str,
+                 fault: Fault | None, arrival_mono: float, arrival_unix: float) -> None:
+        self.server = server
+        self.sock = sock
+        self.raw = sock._sock  # the non-blocking OS socket under gevent's wrapper
+        self.req = req
+        self.rid = rid
+        self.fmt = api.StreamFormatter(req.chat, rid, req.model, int(arrival_unix))
+        self.fault = fault
+        self.seq: Sequence | None = None
+        self.outbox: list[bytes] = []
+        self.attention = gevent.event.Event()
+        self.done = False
+        self.gone = False
+        self.text: list[str] = []
+        self.arrival_mono = arrival_mono
+        self.arrival_unix = arrival_unix
+        self.first_mono: float | None = None
+        self.last_mono: float | None = None
+        self.sent = 0
+        self.finish_reason = ""
+        self.watcher = None
+        self.outcome = "completed"
+        self.stream_failed = False
+        self.max_tokens_cap = 0
+
+    # -- called by the driver, in order, for every emission -------------------------------------
+    def on_emission(self, tokens: int, first: bool, finished: bool) -> None:
+        if self.done:
+            return
+        seq = self.seq
+        assert seq is not None
+        start = seq.generated - tokens
+        words = [api.token_text(seq.seq_id, start + i) for i in range(tokens)]
+        self.text += words
+        self.sent = seq.generated
+        if finished:
+            self.finish_reason = "length" if seq.generated >= self.max_tokens_cap else "stop"
+        if not self.req.stream:
+            if finished:
+                self._finish()
+            return
+        fmt = self.fmt
+        parts = [fmt.role()] if first else []
+        parts.append(fmt.token("".join(words), self.finish_reason if finished else None))
+        fault = self.fault
+        end = finished
+        if fault is not None and fault.kind in ("disconnect", "malformed", "stream_error") \
+                and start < fault.after_tokens <= seq.generated:
+            if fault.kind == "malformed":
+                parts.append(fmt.malformed())
+            elif fault.kind == "stream_error":
+                parts.append(fmt.error("mock fault: error inside the stream"))
+                self.outcome = "fault:stream_error"
+                end = True
+            else:
+                self._write(b"".join(parts))
+                self.outcome = "fault:disconnect"
+                self._hang_up()
+                return
+        if end:
+            if finished and self.req.include_usage:
+                parts.append(fmt.usage(len(self.req.prompt_words), seq.generated, seq.cached_tokens))
+            parts.append(fmt.DONE)
+        data = b"".join(parts)
+        frame = b"%x\r\n%b\r\n" % (len(data), data)
+        if end:
+            frame += b"0\r\n\r\n"
+        self._write(frame)
+        if end:
+            if not finished:
+                self.server.engine.abort(seq)
+            self._finish()
+
+    def _write(self, frame: bytes) -> None:
+        if self.gone:
+            return
+        now = perf_counter()
+        if self.first_mono is None:
+            self.first_mono = now
+        self.last_mono = now
+        if self.outbox:
+            self.outbox.append(frame)
+            return
+        try:
+            n = self.raw.send(frame)
+        except BlockingIOError:
+            n = 0
+        except OSError:
+            self._client_gone()
+            return
+        if n < len(frame):
+            self.outbox.append(frame[n:])
+            self.attention.set()
+
+    def _finish(self) -> None:
+        self.done = True
+        self.attention.set()
+
+    def _hang_up(self) -> None:
+        if self.seq is not None:
+            self.server.engine.abort(self.seq)
+        self.gone = True
+        self.done = True
+        try:
+            self.raw.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.attention.set()
+
+    def _client_gone(self) -> None:
+        if self.outcome == "completed":
+            self.outcome = "disconnected"
+        self._hang_up()
+
+    # -- read watcher: the client closing its end -------------------------------------------------
+    def on_readable(self) -> None:
+        try:
+            data = self.raw.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:  # a pipelined next request: not ours to read
+            self.stop_watching()
+            return
+        self.stop_watching()
+        if not self.done:
+            self._client_gone()
+
+    def stop_watching(self) -> None:
+        if self.watcher is not None:
+            self.watcher.stop()
+            self.watcher = None
+
+
+class MockServer:
+    """The mock's HTTP server. ``start()`` binds and returns the address; ``stop()`` ends it."""
+
+    def __init__(self, config: MockConfig, host: str = "127.0.0.1", port: int = 8000) -> None:
+        self.config = config
+        if config.engine_params is None:
+            self.engine: BatchingEngine | FixedEngine = FixedEngine(config.fixed_ttft_ms, config.fixed_itl_ms)
+        else:
+            self.engine = BatchingEngine(config.engine_params)
+        self.max_model_len = config.engine_params.max_model_len if config.engine_params else 1_000_000
+        self.faults = FaultPicker(config.fault_rates, config.seed)
+        self._rng = random.Random(config.seed)
+        self._wake = gevent.event.Event()
+        self._server = StreamServer((host, port), self._handle, backlog=4096)
+        self._driver: gevent.Greenlet | None = None
+        self._log: IO[str] | None = None
+        self._ids = 0
+        self.requests_total = 0
+        self.requests_by_outcome: dict[str, int] = {}
+        self.driver_lag_ms: list[float] = []  # how late each step left vs. the model (benchmark)
+        self.record_lag = False
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self._server.address[0], self._server.address[1]
+
+    def start(self) -> tuple[str, int]:
+        if self.config.log_path:
+            self._log = open(self.config.log_path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+        self._server.start()
+        self._driver = gevent.spawn(self._drive)
+        return self.address
+
+    def serve_forever(self) -> None:
+        if self._driver is None:
+            self.start()
+        self._server._stop_event.wait()
+
+    def stop(self) -> None:
+        self._server.stop(timeout=1)
+        if self._driver is not None:
+            self._driver.kill()
+            self._driver = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    # -- the engine's clock --------------------------------------------------------------------
+    def _drive(self) -> None:
+        engine = self.engine
+        wake = self._wake
+        while True:
+            t = engine.next_event_time()
+            if t is None:
+                wake.wait()
+                wake.clear()
+                continue
+            delay = t - perf_counter()
+            if delay > SPIN_S:
+                # A submit may create an earlier event (idle engine): wake and look again.
+                if wake.wait(delay - SPIN_S):
+                    wake.clear()
+                    continue
+            # libev rounds timer waits to whole milliseconds; yield-spin the last stretch so
+            # steps leave on the modelled time (benchmarks/mock_capacity.py measures the lag).
+            while perf_counter() < t:
+                gevent.sleep(0)
+            now = perf_counter()
+            if self.record_lag:
+                self.driver_lag_ms.append((now - t) * 1000.0)
+            for em in engine.advance(now):
+                em.seq.user.on_emission(em.tokens, em.first, em.finished)
+
+    # -- HTTP ------------------------------------------------------------------------------------
+    def _handle(self, sock: socket.socket, _addr: object) -> None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        buf = b""
+        try:
+            while True:
+                head_end = buf.find(b"\r\n\r\n")
+                while head_end < 0:
+                    if len(buf) > MAX_HEAD:
+                        self._send(sock, 413, api.error_body(413, "request head too large"), close=True)
+                        return
+                    data = sock.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                    head_end = buf.find(b"\r\n\r\n")
+                head = buf[:head_end].decode("latin-1")
+                buf = buf[head_end + 4:]
+                lines = head.split("\r\n")
+                parts = lines[0].split()
+                if len(parts) != 3:
+                    self._send(sock, 400, api.error_body(400, "malformed request line"), close=True)
+                    return
+                method, target, version = parts
+                headers = {}
+                for line in lines[1:]:
+                    name, _, value = line.partition(":")
+                    headers[name.strip().lower()] = value.strip()
+                if "chunked" in headers.get("transfer-encoding", "").lower():
+                    self._send(sock, 411, api.error_body(411, "chunked request bodies are not supported"),
+                               close=True)
+                    return
+                try:
+                    length = int(headers.get("content-length", "0"))
+                except ValueError:
+                    length = -1
+                if not 0 <= length <= MAX_BODY:
+                    self._send(sock, 400, api.error_body(400, "bad Content-Length"), close=True)
+                    return
+                while len(buf) < length:
+                    data = sock.recv(max(65536, length - len(buf)))
+                    if not data:
+                        return
+                    buf += data
+                body, buf = buf[:length], buf[length:]
+                keep_alive = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
+                if not self._route(sock, method, target.split("?", 1)[0], headers, body, keep_alive):
+                    return
+                if not keep_alive:
+                    return
+        except OSError as e:
+            if e.errno not in (errno.ECONNRESET, errno.EPIPE, errno.EBADF, None):
+                log.debug("connection error: %s", e)
+        finally:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def _send(self, sock: socket.socket, status: int, body: bytes, content_type: str = "application/json",
+              close: bool = False) -> None:
+        head = (
+            f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\ncontent-type: {content_type}\r\n"
+            f"content-length: {len(body)}\r\n{'connection: close' + chr(13) + chr(10) if close else ''}\r\n"
+        )
+        sock.sendall(head.encode() + body)
+
+    def _route(self, sock, method: str, path: str, headers: dict[str, str], body: bytes, keep_alive: bool) -> bool:
+        """Serve one request; False when the connection must end."""
+        if path in ("/v1/chat/completions", "/v1/completions"):
+            if method != "POST":
+                self._send(sock, 405, api.error_body(405, f"{path} takes POST"))
+                return True
+            return self._completion(sock, path == "/v1/chat/completions", headers, body)
+        if method != "GET":
+            self._send(sock, 405, api.error_body(405, f"{path} takes GET"))
+        elif path == "/health":
+            self._send(sock, 200, b"", "text/plain")
+        elif path == "/v1/models":
+            model = {"id": self.config.model, "object": "model", "created": 0, "owned_by": "llmload-mock",
+                     "max_model_len": self.max_model_len}
+            self._send(sock, 200, json.dumps({"object": "list", "data": [model]}).encode())
+        elif path == "/metrics":
+            text = render_metrics(self.engine, self.config.model, self.requests_by_outcome)
+            self._send(sock, 200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
+        else:
+            self._send(sock, 404, api.error_body(404, f"no route {path}"))
+        return True
+
+    def _completion(self, sock, chat: bool, headers: dict[str, str], body: bytes) -> bool:
+        arrival_mono, arrival_unix = perf_counter(), time.time()
+        self._ids += 1
+        rid = headers.get("x-request-id") or f"mock-{self._ids}"
+        self.requests_total += 1
+        try:
+            fault = self.faults.pick(headers.get("x-mock-fault"))
+        except ValueError as e:
+            self._send(sock, 400, api.error_body(400, str(e)))
+            self._log_request(rid, arrival_mono, arrival_unix, None, "error:400", 0, 0)
+            return True
+        if fault is not None and fault.kind == "http":
+            self._send(sock, fault.status, api.error_body(fault.status, f"mock fault: HTTP {fault.status}"))
+            self._log_request(rid, arrival_mono, arrival_unix, None, f"fault:{fault.status}", 0, 0, fault)
+            return True
+        try:
+            req = api.parse_request(body, chat, self.config.model)
+            output = api.choose_output_tokens(req, self.max_model_len, self.config.output_mean_tokens, self._rng)
+            cap = req.max_tokens if req.max_tokens is not None else self.max_model_len - len(req.prompt_words)
+        except api.BadRequest as e:
+            self._send(sock, 400, api.error_body(400, str(e)))
+            self._log_request(rid, arrival_mono, arrival_unix, None, "error:400", 0, 0)
+            return True
+        stream = _Stream(self, sock, req, rid, fault, arrival_mono, arrival_unix)
+        stream.max_tokens_cap = cap
+        if req.stream:
+            sock.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
+                         b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
+        engine_req = EngineRequest(prompt_words=req.prompt_words, output_tokens=output)
+        if fault is not None and fault.kind == "slow_first":
+            engine_req.slow_first_s = fault.seconds
+        if fault is not None and fault.kind == "stall":
+            engine_req.stall_after, engine_req.stall_s = 1, fault.seconds
+        seq = self.engine.submit(engine_req, perf_counter())
+        seq.user = stream
+        stream.seq = seq
+        if seq.finished:  # zero tokens asked for
+            stream.finish_reason = "length"
+            stream.on_emission(0, True, True)
+        self._wake.set()
+        stream.watcher = gevent.get_hub().loop.io(sock.fileno(), 1)
+        stream.watcher.start(stream.on_readable)
+        try:
+            while True:
+                stream.attention.wait()
+                stream.attention.clear()
+                if stream.outbox and not stream.gone:
+                    pending, stream.outbox = b"".join(stream.outbox), []
+                    try:
+                        sock.sendall(pending)
+                    except OSError:
+                        stream._client_gone()
+                if stream.done and not stream.outbox:
+                    break
+        finally:
+            stream.stop_watching()
+            if not stream.done:  # killed (server stopping)
+                self.engine.abort(seq)
+        if not req.stream and not stream.gone:
+            text = "".join(stream.text)
+            cached = seq.cached_tokens
+            self._send(sock, 200, api.full_response(chat, rid, req.model, int(arrival_unix), text,
+                                                    stream.finish_reason or "stop", len(req.prompt_words),
+                                                    seq.generated, cached))
+            stream.first_mono = stream.first_mono or perf_counter()
+            stream.last_mono = perf_counter()
+        self._log_request(rid, arrival_mono, arrival_unix, stream, stream.outcome, len(req.prompt_words),
+                          seq.cached_tokens, fault)
+        return not stream.gone
+
+    def _log_request(self, rid: str, arrival_mono: float, arrival_unix: float, stream: _Stream | None,
+                     outcome: str, prompt_tokens: int, cached: int, fault: Fault | None = None) -> None:
+        self.requests_by_outcome[outcome] = self.requests_by_outcome.get(outcome, 0) + 1
+        if self._log is None:
+            return
+        entry = {
+            "request_id": rid,
+            "arrival_unix": round(arrival_unix, 6),
+            "arrival_mono": arrival_mono,
+            "first_token_mono": stream.first_mono if stream else None,
+            "last_token_mono": stream.last_mono if stream else None,
+            "tokens_sent": stream.sent if stream else 0,
+            "prompt_tokens": prompt_tokens,
+            "cached_tokens": cached,
+            "outcome": outcome,
+            "fault": fault.spec if fault else None,
+        }
+        self._log.write(json.dumps(entry) + "\n")
