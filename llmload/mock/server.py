@@ -124,7 +124,8 @@ class _Stream:
                 self.outcome = "fault:stream_error"
                 end = True
             else:
-                self._write(b"".join(parts))
+                data = b"".join(parts)
+                self._write(b"%x\r\n%b\r\n" % (len(data), data))
                 self.outcome = "fault:disconnect"
                 self._hang_up()
                 return

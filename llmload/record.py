@@ -1,0 +1,217 @@
+"""One request's outcome: the status taxonomy and the metric definitions. Pure, no I/O.
+
+Definitions (README "Metric definitions" says the same; t0 = just before the request is
+written, all times from ``time.perf_counter()``):
+
+* TTFT: t0 → first event carrying generated output (content, reasoning, tool calls, text);
+  role-only and empty chunks never count. TTFT visible: t0 → first non-empty content.
+* E2E: t0 → end of stream (``[DONE]``, or the last event when there is none).
+* output tokens: ``usage.completion_tokens``; without usage, the number of output-carrying
+  chunks (``token_source=chunks``).
+* TPOT: (E2E − TTFT) / (output tokens − 1) for output tokens ≥ 2 (vLLM's definition).
+* ITL: the gaps between consecutive output-carrying events; ``itl_max_ms`` the worst one.
+
+Usage::
+
+    acc = StreamAccumulator(t0)
+    acc.add(chunk, now)            # for every event, in arrival order
+    rec = acc.finish(meta, end_state="complete", t_end=now)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from llmload.protocol import Chunk
+
+OK = "ok"
+RATE_LIMITED = "rate_limited"
+HTTP_4XX = "http_4xx"
+HTTP_5XX = "http_5xx"
+CONNECT_ERROR = "connect_error"
+TIMEOUT = "timeout"
+TRUNCATED = "truncated"
+STREAM_ERROR = "stream_error"
+PROTOCOL_ERROR = "protocol_error"
+EMPTY = "empty"
+CANCELLED = "cancelled"
+
+STATUSES = (OK, RATE_LIMITED, HTTP_4XX, HTTP_5XX, CONNECT_ERROR, TIMEOUT, TRUNCATED, STREAM_ERROR,
+            PROTOCOL_ERROR, EMPTY, CANCELLED)
+FAILURES = frozenset(STATUSES) - {OK, CANCELLED}
+
+CSV_COLUMNS = (
+    "request_id", "start_time", "scenario", "status", "http_status", "ttft_ms", "ttft_visible_ms",
+    "tpot_ms", "e2e_ms", "itl_max_ms", "prompt_tokens", "cached_tokens", "completion_tokens",
+    "max_tokens", "token_source", "finish_reason", "users", "worker", "session_id", "turn", "error",
+)
+
+
+@dataclass(slots=True)
+class RequestMeta:
+    """What the client knew when it sent the request."""
+
+    request_id: str
+    start_time: float  # Unix epoch seconds at t0
+    scenario: str
+    max_tokens: int | None = None
+    users: int = 0
+    worker: int = 0
+    session_id: str = ""
+    turn: int | None = None
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One finished request: a row of PREFIX_requests.csv plus its ITL gaps."""
+
+    meta: RequestMeta
+    status: str
+    http_status: int | None = None
+    ttft_ms: float | None = None
+    ttft_visible_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+    itl_max_ms: float | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    completion_tokens: int | None = None
+    token_source: str = ""
+    finish_reason: str = ""
+    error: str = ""
+    text: str = ""  # the reply, when asked for (multi-turn)
+    itl_ms: list[float] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    def row(self) -> tuple:
+        """Values in CSV_COLUMNS order; None for an empty cell."""
+        m = self.meta
+        return (
+            m.request_id, round(m.start_time, 6), m.scenario, self.status, self.http_status,
+            _r(self.ttft_ms), _r(self.ttft_visible_ms), _r(self.tpot_ms), _r(self.e2e_ms), _r(self.itl_max_ms),
+            self.prompt_tokens, self.cached_tokens, self.completion_tokens, m.max_tokens, self.token_source,
+            self.finish_reason, m.users, m.worker, m.session_id, m.turn, self.error,
+        )
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)
+
+
+def status_for_http(code: int) -> str:
+    if code == 429:
+        return RATE_LIMITED
+    if 400 <= code < 500:
+        return HTTP_4XX
+    return HTTP_5XX
+
+
+class StreamAccumulator:
+    """Collects a stream's events as they arrive; ``finish`` derives the record.
+
+    ``add`` is on the hot path (once per event): it stores timestamps and nothing else.
+    """
+
+    __slots__ = ("t0", "times", "first_visible", "last_event", "finish_reason", "usage", "error", "done",
+                 "bad", "texts", "want_text", "events")
+
+    def __init__(self, t0: float, want_text: bool = False) -> None:
+        self.t0 = t0
+        self.times: list[float] = []  # arrival time of every output-carrying event
+        self.first_visible: float | None = None
+        self.last_event: float | None = None
+        self.finish_reason: str | None = None
+        self.usage: dict | None = None
+        self.error: str | None = None
+        self.done = False
+        self.bad: str | None = None
+        self.texts: list[str] = []
+        self.want_text = want_text
+        self.events = 0
+
+    def add(self, chunk: Chunk, now: float) -> None:
+        self.events += 1
+        if chunk.done:
+            self.done = True
+            self.last_event = now
+            return
+        self.last_event = now
+        if chunk.output:
+            self.times.append(now)
+            if chunk.visible and self.first_visible is None:
+                self.first_visible = now
+            if chunk.text and self.want_text:
+                self.texts.append(chunk.text)
+        if chunk.finish_reason is not None:
+            self.finish_reason = chunk.finish_reason
+        if chunk.usage is not None:
+            self.usage = chunk.usage
+        if chunk.error is not None and self.error is None:
+            self.error = chunk.error
+        if chunk.bad is not None and self.bad is None:
+            self.bad = chunk.bad
+
+    def finish(self, meta: RequestMeta, end_state: str, t_end: float, http_status: int | None = 200,
+                detail: str = "") -> RequestRecord:
+        """Derive the record. ``end_state``: ``complete`` (the HTTP message ended), ``eof``
+        (the connection closed early), ``timeout``, ``cancelled`` or ``connect_error``."""
+        rec = RequestRecord(meta=meta, status=OK, http_status=http_status)
+        times = self.times
+        t0 = self.t0
+        if times:
+            rec.ttft_ms = (times[0] - t0) * 1000.0
+            if len(times) > 1:
+                gaps = [(b - a) * 1000.0 for a, b in zip(times, times[1:], strict=False)]
+                rec.itl_ms = gaps
+                rec.itl_max_ms = max(gaps)
+        if self.first_visible is not None:
+            rec.ttft_visible_ms = (self.first_visible - t0) * 1000.0
+        end = self.last_event if self.last_event is not None else t_end
+        rec.e2e_ms = (end - t0) * 1000.0
+        usage = self.usage
+        if usage and isinstance(usage.get("completion_tokens"), int):
+            rec.completion_tokens = usage["completion_tokens"]
+            rec.token_source = "usage"
+        else:
+            rec.completion_tokens = len(times)
+            rec.token_source = "chunks"
+        if usage:
+            if isinstance(usage.get("prompt_tokens"), int):
+                rec.prompt_tokens = usage["prompt_tokens"]
+            details = usage.get("prompt_tokens_details")
+            if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+                rec.cached_tokens = details["cached_tokens"]
+        rec.finish_reason = self.finish_reason or ""
+        if self.want_text:
+            rec.text = "".join(self.texts)
+        n = rec.completion_tokens
+        if rec.ttft_ms is not None and n is not None and n >= 2:
+            rec.tpot_ms = (rec.e2e_ms - rec.ttft_ms) / (n - 1)
+
+        # Status: the first that applies, most specific first.
+        if end_state == "cancelled":
+            rec.status, rec.error = CANCELLED, detail or "cut off by the end of the test"
+        elif self.error is not None:
+            rec.status, rec.error = STREAM_ERROR, self.error
+        elif self.bad is not None:
+            rec.status, rec.error = PROTOCOL_ERROR, self.bad
+        elif end_state == "timeout":
+            rec.status, rec.error = TIMEOUT, detail or "no progress within the request timeout"
+        elif end_state == "connect_error":
+            rec.status, rec.error = CONNECT_ERROR, detail
+        elif not self.done and self.finish_reason is None:
+            rec.status = TRUNCATED
+            rec.error = detail or ("stream ended without [DONE] or finish_reason"
+                                   if end_state == "complete" else "connection closed mid-stream")
+        elif not times:
+            rec.status, rec.error = EMPTY, "finished with no output"
+        return rec
+
+
+def failed_record(meta: RequestMeta, status: str, error: str, http_status: int | None = None,
+                  e2e_ms: float | None = None) -> RequestRecord:
+    """A request that never streamed: HTTP error, connect error, cancelled before the head."""
+    return RequestRecord(meta=meta, status=status, http_status=http_status, e2e_ms=e2e_ms, error=error[:500])
