@@ -28,6 +28,7 @@ import socket
 import ssl
 import time
 from time import perf_counter
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -255,8 +256,12 @@ class FastTransport:
         return False  # EOF, or stray bytes: either way not reusable
 
     def stream(self, body: bytes, meta: R.RequestMeta, want_text: bool = False,
-               headers: dict[str, str] | None = None) -> R.RequestRecord:
-        """Send one streaming request and time it; never raises for server or network faults."""
+               headers: dict[str, str] | None = None,
+               on_cancel: Callable[[R.RequestRecord], None] | None = None) -> R.RequestRecord:
+        """Send one streaming request and time it; never raises for server or network faults.
+
+        When the calling greenlet is killed mid-request (the end of a test), ``on_cancel``
+        gets the ``cancelled`` record before the kill propagates."""
         extra = f"X-Request-Id: {meta.request_id}\r\n"
         if headers:
             extra += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
@@ -275,7 +280,7 @@ class FastTransport:
                     return R.failed_record(meta, R.CONNECT_ERROR, f"cannot connect to "
                                            f"{self.target.host}:{self.target.port}: {e}",
                                            e2e_ms=(perf_counter() - c0) * 1000.0)
-            rec = self._exchange(data, meta, want_text)
+            rec = self._exchange(data, meta, want_text, on_cancel)
             if rec is not None:
                 return rec
             # A reused keep-alive connection the server had just closed: retry once, fresh.
@@ -284,7 +289,8 @@ class FastTransport:
                 break
         return R.failed_record(meta, R.CONNECT_ERROR, "connection closed before any response")
 
-    def _exchange(self, data: bytes, meta: R.RequestMeta, want_text: bool) -> R.RequestRecord | None:
+    def _exchange(self, data: bytes, meta: R.RequestMeta, want_text: bool,
+                  on_cancel: Callable[[R.RequestRecord], None] | None) -> R.RequestRecord | None:
         sock = self.sock
         assert sock is not None
         tls = self._tls
@@ -311,6 +317,8 @@ class FastTransport:
             if reader is not None:
                 reader.unwatch(st)
             self.close()
+            if on_cancel is not None:
+                on_cancel(acc.finish(meta, "cancelled", perf_counter(), http_status=st.code or None))
             raise
         state, detail, t_end = st.result
         if state == "eof" and st.received == 0 and not acc.bad:
@@ -379,7 +387,9 @@ class OpenAITransport:
         self.client.close()
 
     def stream(self, body: bytes | dict[str, Any], meta: R.RequestMeta, want_text: bool = False,
-               headers: dict[str, str] | None = None) -> R.RequestRecord:
+               headers: dict[str, str] | None = None,
+               on_cancel: Callable[[R.RequestRecord], None] | None = None) -> R.RequestRecord:
+        """Same contract as :meth:`FastTransport.stream`."""
         openai = self._openai
         fields = json.loads(body) if isinstance(body, bytes | bytearray) else dict(body)
         fields.pop("stream", None)
@@ -387,19 +397,17 @@ class OpenAITransport:
         extra_body = {k: v for k, v in fields.items() if k not in self._STANDARD_KEYS}
         hdrs = {"X-Request-Id": meta.request_id, **(headers or {})}
         api = self.client.chat.completions if self.chat else self.client.completions
+        meta.start_time = time.time()
         t0 = perf_counter()
+        acc = R.StreamAccumulator(t0, want_text)
         try:
             stream = api.create(stream=True, extra_headers=hdrs, extra_body=extra_body or None, **std)
-        except openai.APIStatusError as e:
-            return R.failed_record(meta, R.status_for_http(e.status_code), error_message(e.response.content),
-                                   http_status=e.status_code, e2e_ms=(perf_counter() - t0) * 1000.0)
-        except openai.APITimeoutError:
-            return R.failed_record(meta, R.TIMEOUT, "no response within the request timeout",
-                                   e2e_ms=(perf_counter() - t0) * 1000.0)
-        except openai.APIConnectionError as e:
-            return R.failed_record(meta, R.CONNECT_ERROR, f"{e}: {e.__cause__}"[:300],
-                                   e2e_ms=(perf_counter() - t0) * 1000.0)
-        acc = R.StreamAccumulator(t0, want_text)
+        except openai.APIError as e:
+            return self._failed(meta, e, t0)
+        except BaseException:
+            if on_cancel is not None:
+                on_cancel(acc.finish(meta, "cancelled", perf_counter(), http_status=None))
+            raise
         state, detail = "complete", ""
         interpret = _interpret_sdk_chunk
         try:
@@ -418,7 +426,8 @@ class OpenAITransport:
         except Exception as e:  # the SDK's HTTP layer raising past its own wrappers
             state, detail = "eof", f"connection closed mid-stream: {e.__class__.__name__}: {e}"[:300]
         except BaseException:
-            stream.close()
+            if on_cancel is not None:
+                on_cancel(acc.finish(meta, "cancelled", perf_counter(), http_status=stream.response.status_code))
             raise
         finally:
             stream.close()
@@ -427,6 +436,16 @@ class OpenAITransport:
             acc.done = True  # the SDK consumed the [DONE] that ended the loop
             acc.last_event = t_end
         return acc.finish(meta, state, t_end, http_status=stream.response.status_code, detail=detail)
+
+    def _failed(self, meta: R.RequestMeta, e: Exception, t0: float) -> R.RequestRecord:
+        openai = self._openai
+        e2e = (perf_counter() - t0) * 1000.0
+        if isinstance(e, openai.APIStatusError):
+            return R.failed_record(meta, R.status_for_http(e.status_code), error_message(e.response.content),
+                                   http_status=e.status_code, e2e_ms=e2e)
+        if isinstance(e, openai.APITimeoutError):
+            return R.failed_record(meta, R.TIMEOUT, "no response within the request timeout", e2e_ms=e2e)
+        return R.failed_record(meta, R.CONNECT_ERROR, f"{e}: {e.__cause__}"[:300], e2e_ms=e2e)
 
 
 def _interpret_sdk_chunk(chunk: Any) -> Any:

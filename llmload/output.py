@@ -1,0 +1,57 @@
+"""The files a run writes: PREFIX_requests.csv (appended as rows arrive) and PREFIX_llm_stats.csv."""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Iterable, Sequence
+from typing import IO, Any
+
+from llmload.record import CSV_COLUMNS
+
+
+class RequestsCsv:
+    """Appends request rows; the header is written once, when the file is new or empty.
+
+    Rows are flushed on every ``write`` call (one per batch from a worker report or a local
+    flush interval), so a run killed mid-way keeps everything written so far.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        new = not os.path.exists(path) or os.path.getsize(path) == 0
+        self._file: IO[str] | None = open(path, "a", newline="", encoding="utf-8")  # noqa: SIM115
+        self._csv = csv.writer(self._file)
+        self.rows_written = 0
+        if new:
+            self._csv.writerow(CSV_COLUMNS)
+            self._file.flush()
+
+    def write(self, rows: Iterable[Sequence[Any]]) -> None:
+        if self._file is None:
+            raise RuntimeError(f"{self.path}: already closed")
+        n = 0
+        for row in rows:
+            self._csv.writerow(row)
+            n += 1
+        if n:
+            self._file.flush()
+            self.rows_written += n
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def write_llm_stats(path: str, rows: list[dict[str, Any]]) -> None:
+    """Write the per-scenario summary (overwrites: it is the final state of the run)."""
+    if not rows:
+        return
+    tmp = path + ".tmp"
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    os.replace(tmp, path)

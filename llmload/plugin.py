@@ -1,0 +1,319 @@
+"""Locust wiring: command-line args, per-request events, worker → master shipping, the writers.
+
+Data path: a user calls :meth:`LLMLoadPlugin.record` for every finished request. Locally the
+row goes to ``PREFIX_requests.csv`` (flushed every second) and into the LLM stats. On a worker
+rows and histogram deltas ride Locust's own 3-second report (``report_to_master``) and a final
+message; the master writes them and merges the stats.
+
+Not losing rows at stop (../shared/HOTPATH.md): after ``-t`` expires the master stops listening
+0.5 s after it tells workers to quit, while they may still be finishing streams. So the
+master, in its ``test_stop``, asks every worker that has not yet sent its final data to stop
+(message ``llmload_stop``); a worker's ``test_stop`` (its users are done then) sends
+``llmload_final`` with everything left; the master waits for every worker's final message,
+bounded by the stop timeout plus a margin, before it writes the summary.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import random
+import time
+from typing import Any
+
+import gevent
+import gevent.lock
+from locust import events
+from locust.env import Environment
+from locust.runners import MasterRunner, WorkerRunner
+
+from llmload.output import RequestsCsv, write_llm_stats
+from llmload.record import CANCELLED, OK, RequestRecord
+from llmload.stats import LLMStats, format_summary
+
+log = logging.getLogger("llmload")
+
+FINAL_MARGIN_S = 15.0
+LOCAL_FLUSH_S = 1.0
+USERS_SAMPLE_S = 0.2
+TRANSPORTS = ("fast", "openai")
+ENDPOINTS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+
+
+@events.init_command_line_parser.add_listener
+def add_arguments(parser: Any) -> None:
+    g = parser.add_argument_group("llmload", "LLM load options (each also as an LLMLOAD_* variable)")
+    g.add_argument("--scenario", env_var="LLMLOAD_SCENARIO", default="",
+                   help="scenario name (or YAML file) the users run; overrides the locustfile's")
+    g.add_argument("--model", env_var="LLMLOAD_MODEL", default="",
+                   help="model name to request (default: the first one the server's /v1/models lists)")
+    g.add_argument("--transport", env_var="LLMLOAD_TRANSPORT", default="fast", choices=TRANSPORTS,
+                   help="fast: llmload's streaming client (default); openai: the official SDK")
+    g.add_argument("--endpoint", env_var="LLMLOAD_ENDPOINT", default="", choices=["", *ENDPOINTS],
+                   help="chat (/v1/chat/completions) or completions (/v1/completions)")
+    g.add_argument("--input-tokens", env_var="LLMLOAD_INPUT_TOKENS", default="",
+                   help="prompt length in tokens: N or LOW-HIGH (overrides the scenario)")
+    g.add_argument("--output-tokens", env_var="LLMLOAD_OUTPUT_TOKENS", default="",
+                   help="max_tokens: N or LOW-HIGH (overrides the scenario)")
+    g.add_argument("--ignore-eos", env_var="LLMLOAD_IGNORE_EOS", action="store_true", default=False,
+                   help="send vLLM's ignore_eos so every reply is exactly max_tokens long")
+    g.add_argument("--slo", env_var="LLMLOAD_SLO", action="append", default=[],
+                   help="service-level objective [SCENARIO:]METRIC=VALUE, e.g. ttft_p95_ms=2000 (repeatable)")
+    g.add_argument("--request-timeout", env_var="LLMLOAD_REQUEST_TIMEOUT", type=float, default=600.0,
+                   help="seconds without a first token or without progress before a request times out")
+    g.add_argument("--seed", env_var="LLMLOAD_SEED", type=int, default=0,
+                   help="workload seed; each worker and user draws its own reproducible stream from it")
+
+
+@events.init.add_listener
+def on_init(environment: Environment, **_kw: Any) -> None:
+    environment.llmload = LLMLoadPlugin(environment)  # type: ignore[attr-defined]
+
+
+def get_plugin(environment: Environment) -> LLMLoadPlugin:
+    plugin = getattr(environment, "llmload", None)
+    if plugin is None:  # an Environment built by hand (tests, library use)
+        plugin = environment.llmload = LLMLoadPlugin(environment)  # type: ignore[attr-defined]
+    return plugin
+
+
+class LLMLoadPlugin:
+    """One per Locust process; see the module docstring."""
+
+    def __init__(self, environment: Environment) -> None:
+        self.env = environment
+        runner = environment.runner
+        self.mode = "worker" if isinstance(runner, WorkerRunner) else (
+            "master" if isinstance(runner, MasterRunner) else "local")
+        self.stats = LLMStats()
+        self.pending_rows: list[tuple] = []
+        self.writer: RequestsCsv | None = None
+        self.rows_total = 0
+        self._model: str | None = None
+        self._model_lock = gevent.lock.Semaphore()
+        self._request_prefix = ""
+        self._request_n = 0
+        self._finals: set[str] = set()
+        self._expected: set[str] = set()
+        self._users_t: list[float] = []
+        self._users_n: list[int] = []
+        self._background: list[gevent.Greenlet] = []
+        self._finished_run = True
+        ev = environment.events
+        ev.test_start.add_listener(self._on_test_start)
+        ev.test_stop.add_listener(self._on_test_stop)
+        ev.quitting.add_listener(self._on_quitting)
+        if self.mode == "worker":
+            ev.report_to_master.add_listener(self._on_report_to_master)
+            runner.register_message("llmload_stop", self._on_stop_request, concurrent=True)
+        elif self.mode == "master":
+            ev.worker_report.add_listener(self._on_worker_report)
+            runner.register_message("llmload_final", self._on_final)
+
+    # -- options -------------------------------------------------------------------------------
+    @property
+    def options(self) -> Any:
+        return self.env.parsed_options
+
+    def option(self, name: str, default: Any = None) -> Any:
+        opts = self.env.parsed_options
+        value = getattr(opts, name, None) if opts is not None else None
+        return default if value in (None, "", []) else value
+
+    @property
+    def worker_index(self) -> int:
+        return int(getattr(self.env.runner, "worker_index", 0) or 0)
+
+    def next_request_id(self) -> str:
+        if not self._request_prefix:
+            self._request_prefix = f"{self.worker_index}{random.getrandbits(32):08x}"
+        self._request_n += 1
+        return f"{self._request_prefix}-{self._request_n}"
+
+    def resolve_model(self, host: str, api_key: str | None) -> str:
+        """``--model``, else the first model the server lists, fetched once per process."""
+        explicit = self.option("model")
+        if explicit:
+            return explicit
+        with self._model_lock:
+            if self._model is None:
+                self._model = _first_model(host, api_key) or "default"
+        return self._model
+
+    # -- the data path -------------------------------------------------------------------------
+    def record(self, rec: RequestRecord) -> None:
+        """Account one finished request (called by users, on workers or locally)."""
+        env = self.env
+        name = rec.meta.scenario
+        if rec.status != CANCELLED:
+            env.events.request.fire(
+                request_type="LLM", name=name, response_time=rec.e2e_ms or 0.0,
+                response_length=rec.completion_tokens or 0,
+                exception=None if rec.status == OK else rec.status, context={"request_id": rec.meta.request_id},
+            )
+        if rec.status == OK and env.runner is not None:
+            # Extra rows in Locust's table; logged on the entries alone so the Aggregated row
+            # (stats.total) still counts each request once.
+            stats = env.runner.stats
+            if rec.ttft_ms is not None:
+                stats.get(name, "TTFT").log(rec.ttft_ms, 0)
+            if rec.tpot_ms is not None:
+                stats.get(name, "TPOT").log(rec.tpot_ms, 0)
+        self.stats.add(rec, track_delta=self.mode == "worker")
+        self.pending_rows.append(rec.row())
+
+    def _take_payload(self) -> dict[str, Any]:
+        rows, self.pending_rows = self.pending_rows, []
+        return {"rows": rows, "stats": self.stats.take_delta()}
+
+    def _write_rows(self, rows: list, fix_users: bool = False) -> None:
+        if not rows:
+            return
+        if fix_users and self._users_t:
+            users_col = 16
+            fixed = []
+            for row in rows:
+                i = bisect.bisect_right(self._users_t, row[1]) - 1
+                if i >= 0:
+                    row = (*row[:users_col], self._users_n[i], *row[users_col + 1:])
+                fixed.append(row)
+            rows = fixed
+        self.rows_total += len(rows)
+        if self.writer is not None:
+            self.writer.write(rows)
+
+    def _open_writer(self) -> None:
+        prefix = self.option("csv_prefix")
+        if prefix and self.writer is None and self.mode != "worker":
+            self.writer = RequestsCsv(f"{prefix}_requests.csv")
+
+    # -- run lifecycle -------------------------------------------------------------------------
+    def _on_test_start(self, environment: Environment, **_kw: Any) -> None:
+        self._finished_run = False
+        self.stats.clear()
+        self.pending_rows = []
+        self._finals = set()
+        self._open_writer()
+        if self.mode == "master":
+            self._expected = set(environment.runner.clients.keys())
+            self._spawn(self._sample_users)
+        elif self.mode == "local":
+            self._spawn(self._flush_locally)
+
+    def _spawn(self, fn: Any) -> None:
+        self._background = [g for g in self._background if not g.dead]
+        self._background.append(gevent.spawn(fn))
+
+    def _flush_locally(self) -> None:
+        while True:
+            gevent.sleep(LOCAL_FLUSH_S)
+            rows, self.pending_rows = self.pending_rows, []
+            self._write_rows(rows)
+
+    def _sample_users(self) -> None:
+        runner = self.env.runner
+        while True:
+            n = runner.user_count
+            if not self._users_n or self._users_n[-1] != n:
+                self._users_t.append(time.time())
+                self._users_n.append(n)
+            gevent.sleep(USERS_SAMPLE_S)
+
+    def _on_test_stop(self, environment: Environment, **_kw: Any) -> None:
+        if self.mode == "worker":
+            payload = self._take_payload()
+            payload["final"] = True
+            try:
+                environment.runner.send_message("llmload_final", payload)
+            except Exception as e:  # the master is gone: nothing left to send to
+                log.error("llmload: could not send the final rows to the master: %s", e)
+            return
+        if self.mode == "master":
+            self._collect_finals()
+        self._finish_run()
+
+    def _collect_finals(self) -> None:
+        runner = self.env.runner
+        missing = self._expected - self._finals
+        for client_id in missing:
+            try:
+                runner.send_message("llmload_stop", None, client_id=client_id)
+            except Exception as e:
+                log.warning("llmload: cannot ask worker %s to stop: %s", client_id, e)
+        deadline = time.monotonic() + (self.env.stop_timeout or 0.0) + FINAL_MARGIN_S
+        while self._expected - self._finals and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+        missing = self._expected - self._finals
+        if missing:
+            log.warning("llmload: no final data from worker(s) %s; rows they had not yet reported are missing",
+                        ", ".join(sorted(missing)))
+
+    def _finish_run(self) -> None:
+        if self._finished_run:
+            return
+        self._finished_run = True
+        for g in self._background:
+            g.kill(block=False)
+        self._background = []
+        if self.mode == "local":
+            rows, self.pending_rows = self.pending_rows, []
+            self._write_rows(rows)
+        rows = self.stats.rows()
+        prefix = self.option("csv_prefix")
+        if prefix and rows:
+            write_llm_stats(f"{prefix}_llm_stats.csv", rows)
+        if rows and self.option("headless"):
+            print("\n" + format_summary(rows) + "\n", flush=True)
+            if self.writer is not None:
+                print(f"llmload: {self.writer.rows_written} request rows in {self.writer.path}", flush=True)
+
+    def _on_quitting(self, environment: Environment, **_kw: Any) -> None:
+        if self.mode != "worker":
+            self._finish_run()
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+    # -- worker side ----------------------------------------------------------------------------
+    def _on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:
+        if self.pending_rows or self.stats._delta:
+            data["llmload"] = self._take_payload()
+
+    def _on_stop_request(self, environment: Environment, msg: Any, **_kw: Any) -> None:
+        environment.runner.stop()  # its test_stop sends llmload_final once the users are done
+
+    # -- master side ----------------------------------------------------------------------------
+    def _ingest(self, client_id: str, payload: dict[str, Any]) -> None:
+        self._expected.add(client_id)
+        self.stats.merge_wire(payload.get("stats") or {})
+        self._write_rows(payload.get("rows") or [], fix_users=True)
+
+    def _on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
+        payload = data.get("llmload")
+        if payload:
+            self._ingest(client_id, payload)
+
+    def _on_final(self, environment: Environment, msg: Any, **_kw: Any) -> None:
+        self._ingest(msg.node_id, msg.data or {})
+        self._finals.add(msg.node_id)
+
+
+def _first_model(host: str, api_key: str | None) -> str | None:
+    import json
+    import urllib.request
+
+    url = host.rstrip("/")
+    url = (url[:-3] if url.endswith("/v1") else url) + "/v1/models"
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            data = json.loads(resp.read())
+        return str(data["data"][0]["id"])
+    except Exception as e:  # no /v1/models: the server may not need a model name
+        log.warning("llmload: could not read %s (%s); sending model 'default' (set --model)", url, e)
+        return None
+
+
+def api_key_from_env() -> str | None:
+    return os.environ.get("LLMLOAD_API_KEY") or os.environ.get("OPENAI_API_KEY") or None

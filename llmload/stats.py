@@ -1,0 +1,208 @@
+"""Per-scenario LLM statistics built from records: mergeable across processes. Pure, no I/O.
+
+Only ``ok`` requests feed the latency histograms; every status is counted. ITL histograms get
+every gap of every ok stream, so their percentiles are over chunks, not requests.
+
+Usage::
+
+    stats = LLMStats()
+    stats.add(record)
+    wire = stats.take_delta()      # on a worker: what changed since the last call
+    master_stats.merge_wire(wire)  # on the master
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from llmload.histogram import Histogram
+from llmload.record import OK, STATUSES, RequestRecord
+
+METRICS = ("ttft", "ttft_visible", "tpot", "itl", "itl_max", "e2e")
+QUANTILES = (("median", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0))
+AGGREGATED = "Aggregated"
+
+
+class ScenarioStats:
+    __slots__ = ("hist", "status_counts", "output_tokens", "prompt_tokens", "cached_tokens", "first_start",
+                 "last_end")
+
+    def __init__(self) -> None:
+        self.hist = {m: Histogram() for m in METRICS}
+        self.status_counts: dict[str, int] = {}
+        self.output_tokens = 0
+        self.prompt_tokens = 0
+        self.cached_tokens = 0
+        self.first_start = math.inf
+        self.last_end = -math.inf
+
+    def add(self, rec: RequestRecord) -> None:
+        st = rec.status
+        self.status_counts[st] = self.status_counts.get(st, 0) + 1
+        start = rec.meta.start_time
+        if start < self.first_start:
+            self.first_start = start
+        end = start + (rec.e2e_ms or 0.0) / 1000.0
+        if end > self.last_end:
+            self.last_end = end
+        if st != OK:
+            return
+        self.output_tokens += rec.completion_tokens or 0
+        self.prompt_tokens += rec.prompt_tokens or 0
+        self.cached_tokens += rec.cached_tokens or 0
+        h = self.hist
+        for name, value in (("ttft", rec.ttft_ms), ("ttft_visible", rec.ttft_visible_ms), ("tpot", rec.tpot_ms),
+                            ("itl_max", rec.itl_max_ms), ("e2e", rec.e2e_ms)):
+            if value is not None:
+                h[name].record(value)
+        if rec.itl_ms:
+            h["itl"].record_many(rec.itl_ms)
+
+    def merge(self, other: ScenarioStats) -> None:
+        for m in METRICS:
+            self.hist[m].merge(other.hist[m])
+        for k, v in other.status_counts.items():
+            self.status_counts[k] = self.status_counts.get(k, 0) + v
+        self.output_tokens += other.output_tokens
+        self.prompt_tokens += other.prompt_tokens
+        self.cached_tokens += other.cached_tokens
+        self.first_start = min(self.first_start, other.first_start)
+        self.last_end = max(self.last_end, other.last_end)
+
+    @property
+    def requests(self) -> int:
+        return sum(self.status_counts.values())
+
+    @property
+    def ok(self) -> int:
+        return self.status_counts.get(OK, 0)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "h": {m: self.hist[m].to_wire() for m in METRICS if self.hist[m]},
+            "s": self.status_counts,
+            "t": [self.output_tokens, self.prompt_tokens, self.cached_tokens],
+            "w": [self.first_start if self.requests else None, self.last_end if self.requests else None],
+        }
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> ScenarioStats:
+        s = cls()
+        for m, h in data["h"].items():
+            s.hist[m] = Histogram.from_wire(h)
+        s.status_counts = dict(data["s"])
+        s.output_tokens, s.prompt_tokens, s.cached_tokens = data["t"]
+        if data["w"][0] is not None:
+            s.first_start, s.last_end = data["w"]
+        return s
+
+    def summary(self) -> dict[str, Any]:
+        """One row of PREFIX_llm_stats.csv (vLLM-style names for the latency columns)."""
+        duration = max(self.last_end - self.first_start, 0.0) if self.requests else 0.0
+        row: dict[str, Any] = {
+            "requests": self.requests,
+            "ok": self.ok,
+            "failures": sum(v for k, v in self.status_counts.items() if k not in (OK, "cancelled")),
+            "cancelled": self.status_counts.get("cancelled", 0),
+        }
+        for st in STATUSES[1:]:
+            row[st] = self.status_counts.get(st, 0)
+        row.update({
+            "duration_s": round(duration, 3),
+            "rps": round(self.ok / duration, 4) if duration else None,
+            "output_tokens": self.output_tokens,
+            "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
+            "output_tps": round(self.output_tokens / duration, 3) if duration else None,
+            "total_tps": round((self.output_tokens + self.prompt_tokens) / duration, 3) if duration else None,
+        })
+        for m in METRICS:
+            h = self.hist[m]
+            row[f"mean_{m}_ms"] = _r(h.mean) if h else None
+            values = h.percentiles(q for _, q in QUANTILES) if h else [None] * len(QUANTILES)
+            for (label, _), v in zip(QUANTILES, values, strict=True):
+                row[f"{label}_{m}_ms"] = _r(v)
+            row[f"max_{m}_ms"] = _r(h.max) if h else None
+        return row
+
+
+def _r(v: float | None) -> float | None:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else round(v, 3)
+
+
+class LLMStats:
+    """Scenario → ScenarioStats, cumulative, plus a delta since the last ``take_delta``."""
+
+    def __init__(self) -> None:
+        self.scenarios: dict[str, ScenarioStats] = {}
+        self._delta: dict[str, ScenarioStats] = {}
+
+    def add(self, rec: RequestRecord, track_delta: bool = False) -> None:
+        name = rec.meta.scenario
+        s = self.scenarios.get(name)
+        if s is None:
+            s = self.scenarios[name] = ScenarioStats()
+        s.add(rec)
+        if track_delta:
+            d = self._delta.get(name)
+            if d is None:
+                d = self._delta[name] = ScenarioStats()
+            d.add(rec)
+
+    def take_delta(self) -> dict[str, Any]:
+        delta, self._delta = self._delta, {}
+        return {name: s.to_wire() for name, s in delta.items()}
+
+    def merge_wire(self, wire: dict[str, Any]) -> None:
+        for name, data in wire.items():
+            incoming = ScenarioStats.from_wire(data)
+            s = self.scenarios.get(name)
+            if s is None:
+                self.scenarios[name] = incoming
+            else:
+                s.merge(incoming)
+
+    def aggregated(self) -> ScenarioStats:
+        total = ScenarioStats()
+        for s in self.scenarios.values():
+            total.merge(s)
+        return total
+
+    def rows(self) -> list[dict[str, Any]]:
+        rows = [{"scenario": name, **s.summary()} for name, s in sorted(self.scenarios.items())]
+        if len(self.scenarios) != 1:
+            rows.append({"scenario": AGGREGATED, **self.aggregated().summary()})
+        return rows
+
+    def clear(self) -> None:
+        self.scenarios.clear()
+        self._delta.clear()
+
+
+def format_summary(rows: list[dict[str, Any]]) -> str:
+    """The end-of-run table printed by headless runs."""
+    def f(v: Any, nd: int = 1) -> str:
+        return "-" if v is None else (f"{v:.{nd}f}" if isinstance(v, float) else str(v))
+
+    head = (f"{'scenario':<16}{'reqs':>7}{'ok':>7}{'fail':>6}{'req/s':>8}{'out tok/s':>11}"
+            f"{'TTFT p50':>10}{'p95':>9}{'p99':>9}{'TPOT p50':>10}{'p95':>8}{'p99':>8}{'ITL p99':>9}"
+            f"{'E2E p50':>10}{'p99':>10}")
+    lines = ["LLM summary (ms; latency over ok requests; ITL over all chunks)", head]
+    for r in rows:
+        lines.append(
+            f"{r['scenario'][:15]:<16}{r['requests']:>7}{r['ok']:>7}{r['failures']:>6}{f(r['rps'], 2):>8}"
+            f"{f(r['output_tps']):>11}{f(r['median_ttft_ms']):>10}{f(r['p95_ttft_ms']):>9}{f(r['p99_ttft_ms']):>9}"
+            f"{f(r['median_tpot_ms'], 2):>10}{f(r['p95_tpot_ms'], 2):>8}{f(r['p99_tpot_ms'], 2):>8}"
+            f"{f(r['p99_itl_ms'], 2):>9}{f(r['median_e2e_ms']):>10}{f(r['p99_e2e_ms']):>10}"
+        )
+    errors = {}
+    for r in rows:
+        if r["scenario"] == AGGREGATED and len(rows) > 1:
+            continue
+        for st in STATUSES[1:]:
+            if r.get(st):
+                errors[st] = errors.get(st, 0) + r[st]
+    if errors:
+        lines.append("by status: " + ", ".join(f"{k} {v}" for k, v in errors.items()))
+    return "\n".join(lines)

@@ -1,0 +1,39 @@
+"""The request a workload hands to a user, and the interface every workload implements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from llmload.protocol import chat_body, completions_body
+
+
+@dataclass(slots=True)
+class LLMRequest:
+    """One request to send: the body fields plus what to record about it."""
+
+    scenario: str
+    max_tokens: int | None
+    messages: list[dict[str, Any]] | None = None  # chat
+    prompt: str | None = None  # completions
+    model: str = ""
+    sampling: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # server-specific (ignore_eos, min_tokens)
+    session_id: str = ""
+    turn: int | None = None
+    want_text: bool = False  # keep the reply's text (multi-turn history)
+    input_tokens: int | None = None  # what the workload asked for, to compare with prompt_tokens
+
+    def body(self) -> dict[str, Any]:
+        if self.messages is not None:
+            return chat_body(self.model, self.messages, self.max_tokens, sampling=self.sampling, extra=self.extra)
+        return completions_body(self.model, self.prompt or "", self.max_tokens, sampling=self.sampling,
+                                extra=self.extra)
+
+
+class Workload(Protocol):
+    """Gives each user its next request; ``on_reply`` lets sessions carry real replies."""
+
+    def next_request(self) -> LLMRequest: ...
+
+    def on_reply(self, request: LLMRequest, text: str, ok: bool) -> None: ...

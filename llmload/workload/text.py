@@ -1,0 +1,49 @@
+"""Synthetic prompt text whose length in tokens is predictable without a tokenizer.
+
+Every word in ``WORDS`` is a common lowercase English word that Llama-3, Qwen2.5 and GPT-4o
+(cl100k/o200k) tokenizers encode as a single token when preceded by a space, so a prompt of
+N words is close to N tokens for them (and exactly N for `llmload mock`, which counts words).
+"""
+
+from __future__ import annotations
+
+import random
+
+WORDS = (
+    "the of and to in is that for it as with was on be by at this are from or an have not they which "
+    "one you were all we her she there would their will when can more if no out so said what up its "
+    "about into than them only other new some could time these two may then first any like now my "
+    "such over also after did many most made where much your well way down should because each just "
+    "those people how too little state good very make world still own see men work long get here "
+    "between both life being under never day same another know while last might us great old year "
+    "off come since against go came right used take three states himself few house use during "
+    "without again place around however home small found thought went say part once general high "
+    "upon school every don does got united left number course war until always away something fact "
+    "though water less public put think almost hand enough far took head yet government system better "
+    "set told nothing night end why called didn eyes find going look asked later knew point next "
+    "program city business give group toward young days let room president side social given present "
+    "several order national possible rather second face per among form important often things looked "
+    "early white case john become large big need four within felt children along saw best church ever "
+    "least power development light thing seemed family interest want members mind country area others "
+    "done turned although open god service problem certain kind different thus began door help means "
+    "sense whole matter perhaps itself york times law human line above name example action company "
+    "hands local show five history gave today either act feet across taken past quite anything seen "
+    "having death experience body word half really week field car words already information tell "
+    "together college shall money period held keep sure free seems real behind cannot miss political "
+    "air question making office brought whose special heard major problems ago became federal"
+).split()
+
+
+def words(rng: random.Random, n: int) -> str:
+    """``n`` words drawn at random: a text of about ``n`` tokens."""
+    if n <= 0:
+        return ""
+    return " ".join(rng.choices(WORDS, k=n))
+
+
+def unique_text(rng: random.Random, n: int, tag: str) -> str:
+    """``n`` words that start with ``tag`` (unique per request), so no two prompts share a
+    cacheable first block by accident."""
+    if n <= 0:
+        return ""
+    return tag + " " + words(rng, n - 1) if n > 1 else tag
