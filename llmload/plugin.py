@@ -29,14 +29,15 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from llmload.output import RequestsCsv, write_llm_stats
-from llmload.record import CANCELLED, OK, RequestRecord
+from llmload.record import CANCELLED, CSV_COLUMNS, OK, RequestRecord
 from llmload.stats import LLMStats, format_summary
 
 log = logging.getLogger("llmload")
 
 FINAL_MARGIN_S = 15.0
+_USERS_COL = CSV_COLUMNS.index("users")
 LOCAL_FLUSH_S = 1.0
-USERS_SAMPLE_S = 0.2
+USERS_SAMPLE_S = 0.1
 TRANSPORTS = ("fast", "openai")
 ENDPOINTS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 
@@ -96,8 +97,7 @@ class LLMLoadPlugin:
         self._request_n = 0
         self._finals: set[str] = set()
         self._expected: set[str] = set()
-        self._users_t: list[float] = []
-        self._users_n: list[int] = []
+        self._users: dict[str, tuple[list[float], list[int]]] = {}  # master: worker → (times, counts)
         self._background: list[gevent.Greenlet] = []
         self._finished_run = True
         ev = environment.events
@@ -110,6 +110,7 @@ class LLMLoadPlugin:
         elif self.mode == "master":
             ev.worker_report.add_listener(self._on_worker_report)
             runner.register_message("llmload_final", self._on_final)
+            runner.register_message("llmload_users", self._on_users)
 
     # -- options -------------------------------------------------------------------------------
     @property
@@ -167,21 +168,27 @@ class LLMLoadPlugin:
         rows, self.pending_rows = self.pending_rows, []
         return {"rows": rows, "stats": self.stats.take_delta()}
 
-    def _write_rows(self, rows: list, fix_users: bool = False) -> None:
+    def _write_rows(self, rows: list, from_worker: str | None = None) -> None:
         if not rows:
             return
-        if fix_users and self._users_t:
-            users_col = 16
-            fixed = []
-            for row in rows:
-                i = bisect.bisect_right(self._users_t, row[1]) - 1
-                if i >= 0:
-                    row = (*row[:users_col], self._users_n[i], *row[users_col + 1:])
-                fixed.append(row)
-            rows = fixed
+        if from_worker is not None:
+            col = _USERS_COL
+            rows = [(*row[:col], self.total_users_at(row[1], from_worker, row[col]), *row[col + 1:]) for row in rows]
         self.rows_total += len(rows)
         if self.writer is not None:
             self.writer.write(rows)
+
+    def total_users_at(self, t: float, worker: str, own: int) -> int:
+        """Master: users over all workers at Unix time ``t``: the row's own worker count (exact)
+        plus every other worker's last reported count (sampled every 0.1 s)."""
+        total = own or 0
+        for client_id, (times, counts) in self._users.items():
+            if client_id == worker:
+                continue
+            i = bisect.bisect_right(times, t) - 1
+            if i >= 0:
+                total += counts[i]
+        return total
 
     def _open_writer(self) -> None:
         prefix = self.option("csv_prefix")
@@ -197,7 +204,9 @@ class LLMLoadPlugin:
         self._open_writer()
         if self.mode == "master":
             self._expected = set(environment.runner.clients.keys())
-            self._spawn(self._sample_users)
+            self._users = {}
+        elif self.mode == "worker":
+            self._spawn(self._report_users)
         elif self.mode == "local":
             self._spawn(self._flush_locally)
 
@@ -205,23 +214,32 @@ class LLMLoadPlugin:
         self._background = [g for g in self._background if not g.dead]
         self._background.append(gevent.spawn(fn))
 
+    def _stop_background(self) -> None:
+        for g in self._background:
+            g.kill(block=False)
+        self._background = []
+
     def _flush_locally(self) -> None:
         while True:
             gevent.sleep(LOCAL_FLUSH_S)
             rows, self.pending_rows = self.pending_rows, []
             self._write_rows(rows)
 
-    def _sample_users(self) -> None:
+    def _report_users(self) -> None:
+        # Only the master knows the total user count, and only from what workers tell it: each
+        # worker reports its own count on every change, so rows can carry the total.
         runner = self.env.runner
+        last = -1
         while True:
             n = runner.user_count
-            if not self._users_n or self._users_n[-1] != n:
-                self._users_t.append(time.time())
-                self._users_n.append(n)
+            if n != last:
+                runner.send_message("llmload_users", {"t": time.time(), "n": n})
+                last = n
             gevent.sleep(USERS_SAMPLE_S)
 
     def _on_test_stop(self, environment: Environment, **_kw: Any) -> None:
         if self.mode == "worker":
+            self._stop_background()
             payload = self._take_payload()
             payload["final"] = True
             try:
@@ -253,9 +271,7 @@ class LLMLoadPlugin:
         if self._finished_run:
             return
         self._finished_run = True
-        for g in self._background:
-            g.kill(block=False)
-        self._background = []
+        self._stop_background()
         if self.mode == "local":
             rows, self.pending_rows = self.pending_rows, []
             self._write_rows(rows)
@@ -287,12 +303,17 @@ class LLMLoadPlugin:
     def _ingest(self, client_id: str, payload: dict[str, Any]) -> None:
         self._expected.add(client_id)
         self.stats.merge_wire(payload.get("stats") or {})
-        self._write_rows(payload.get("rows") or [], fix_users=True)
+        self._write_rows(payload.get("rows") or [], from_worker=client_id)
 
     def _on_worker_report(self, client_id: str, data: dict[str, Any]) -> None:
         payload = data.get("llmload")
         if payload:
             self._ingest(client_id, payload)
+
+    def _on_users(self, environment: Environment, msg: Any, **_kw: Any) -> None:
+        times, counts = self._users.setdefault(msg.node_id, ([], []))
+        times.append(float(msg.data["t"]))
+        counts.append(int(msg.data["n"]))
 
     def _on_final(self, environment: Environment, msg: Any, **_kw: Any) -> None:
         self._ingest(msg.node_id, msg.data or {})

@@ -103,22 +103,23 @@ PLAIN = Chunk(output=True, visible=True)  # a content delta whose text nobody as
 DONE = Chunk(done=True)
 IGNORED = Chunk()
 
-_FINISH_NULL = b'"finish_reason":null'
-_CHAT_CONTENT = b'"delta":{"content":"'
-_CHAT_EMPTY = b'"delta":{"content":""'
+# Byte patterns of the plain-content fast path (shared with the transport's inlined copy).
+FINISH_NULL = b'"finish_reason":null'
+CHAT_CONTENT = b'"delta":{"content":"'
+CHAT_EMPTY = b'"delta":{"content":""'
+USAGE_OBJECT = b'"usage":{'
+ERROR_KEY = b'"error"'
 _TEXT = b'"text":"'
 _TEXT_EMPTY = b'"text":""'
-_USAGE = b'"usage":{'
-_ERROR = b'"error"'
 
 
 def classify(payload: bytes, want_text: bool = False) -> Chunk:
     """Turn one event's data into a :class:`Chunk`. ``want_text`` forces a parse so the
     returned chunk carries the text (multi-turn sessions replay the real replies)."""
-    if not want_text and _FINISH_NULL in payload and _USAGE not in payload and _ERROR not in payload:
+    if not want_text and FINISH_NULL in payload and USAGE_OBJECT not in payload and ERROR_KEY not in payload:
         # Escaped quotes inside the text never match these keys, so a match is structural.
-        if _CHAT_CONTENT in payload:
-            if _CHAT_EMPTY not in payload:
+        if CHAT_CONTENT in payload:
+            if CHAT_EMPTY not in payload:
                 return PLAIN
         elif _TEXT in payload and _TEXT_EMPTY not in payload and b'"delta"' not in payload:
             return PLAIN
@@ -195,6 +196,9 @@ class SSEDecoder:
     def feed(self, data: bytes) -> list[bytes | tuple[str, bytes]]:
         if self._tail:
             data = self._tail + data
+        elif self._data is None and data[:6] == b"data: " and data.find(b"\n") == len(data) - 2 \
+                and data[-2:] == b"\n\n":
+            return [data[6:-2]]  # the usual read: exactly one single-line event
         lines = data.split(b"\n")
         self._tail = lines.pop()
         out: list[bytes | tuple[str, bytes]] = []

@@ -81,6 +81,7 @@ class RequestRecord:
     error: str = ""
     text: str = ""  # the reply, when asked for (multi-turn)
     itl_ms: list[float] = field(default_factory=list)
+    t0: float | None = None  # perf_counter() at t0, to hold timings against a server's own log
 
     @property
     def ok(self) -> bool:
@@ -158,7 +159,7 @@ class StreamAccumulator:
                 detail: str = "") -> RequestRecord:
         """Derive the record. ``end_state``: ``complete`` (the HTTP message ended), ``eof``
         (the connection closed early), ``timeout``, ``cancelled`` or ``connect_error``."""
-        rec = RequestRecord(meta=meta, status=OK, http_status=http_status)
+        rec = RequestRecord(meta=meta, status=OK, http_status=http_status, t0=self.t0)
         times = self.times
         t0 = self.t0
         if times:

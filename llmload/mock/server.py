@@ -256,6 +256,9 @@ class MockServer:
     def _drive(self) -> None:
         engine = self.engine
         wake = self._wake
+        # Only the batching engine's steps need sub-millisecond starts; the fixed engine's token
+        # times are whatever the log says, and spinning for it would starve a client sharing the box.
+        spin = SPIN_S if isinstance(engine, BatchingEngine) else 0.0
         while True:
             t = engine.next_event_time()
             if t is None:
@@ -263,9 +266,9 @@ class MockServer:
                 wake.clear()
                 continue
             delay = t - perf_counter()
-            if delay > SPIN_S:
+            if delay > spin:
                 # A submit may create an earlier event (idle engine): wake and look again.
-                if wake.wait(delay - SPIN_S):
+                if wake.wait(delay - spin):
                     wake.clear()
                     continue
             # libev rounds timer waits to whole milliseconds; yield-spin the last stretch so
