@@ -76,7 +76,10 @@ class Histogram:
         ranks = np.maximum(np.ceil(np.asarray(qs, dtype=float) / 100.0 * self.count), 1)
         idx = np.searchsorted(cum, ranks, side="left")
         out = []
-        for i in idx:
+        for i, rank in zip(idx, ranks, strict=True):
+            if rank >= self.count:
+                out.append(float(self.max))  # p100 is known exactly
+                continue
             k = int(keys[min(int(i), len(keys) - 1)])
             v = MIN_VALUE * GAMMA ** (k - 0.5) if k > 0 else self.min
             out.append(float(min(max(v, self.min), self.max)))

@@ -10,6 +10,9 @@ Usage::
 ``classify`` decides the common case, a plain content delta with no finish reason, from the
 bytes alone (no ``json.loads``): that is most chunks of every stream, and skipping the parse
 saves ~17 % of the client's CPU per token (../shared/HOTPATH.md). Anything else is parsed.
+The byte test is structural (escaped quotes inside text never match its keys) but does not
+validate the whole object: a broken event that still has every marker and ends in ``}``
+would pass as content.
 """
 
 from __future__ import annotations
@@ -116,7 +119,8 @@ _TEXT_EMPTY = b'"text":""'
 def classify(payload: bytes, want_text: bool = False) -> Chunk:
     """Turn one event's data into a :class:`Chunk`. ``want_text`` forces a parse so the
     returned chunk carries the text (multi-turn sessions replay the real replies)."""
-    if not want_text and FINISH_NULL in payload and USAGE_OBJECT not in payload and ERROR_KEY not in payload:
+    if (not want_text and payload[-1:] == b"}" and FINISH_NULL in payload and USAGE_OBJECT not in payload
+            and ERROR_KEY not in payload):
         # Escaped quotes inside the text never match these keys, so a match is structural.
         if CHAT_CONTENT in payload:
             if CHAT_EMPTY not in payload:

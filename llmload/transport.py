@@ -36,6 +36,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import gevent
+import gevent.socket
 from gevent.hub import Waiter, get_hub
 from gevent.monkey import get_original
 
@@ -200,7 +201,7 @@ class _Stream:
             i = data.find(b"\r\n")
             n = len(data)
             if (0 < i <= 8 and data[i + 2:i + 8] == b"data: " and data.find(b"\n", i + 2) == n - 4
-                    and data[-4:] == b"\n\n\r\n" and int(data[:i], 16) == n - i - 4
+                    and data[-5:] == b"}\n\n\r\n" and int(data[:i], 16) == n - i - 4
                     and FINISH_NULL in data and CHAT_CONTENT in data and CHAT_EMPTY not in data
                     and USAGE_OBJECT not in data and ERROR_KEY not in data):
                 acc = self.acc
@@ -424,8 +425,9 @@ class FastTransport:
         state, detail, t_end = st.result
         if state == "eof" and st.received == 0 and not acc.bad:
             return None
-        for ev in st.sse.flush():
-            acc.add(classify_event(ev, want_text), t_end)
+        if state == "complete":  # an event cut off by EOF or a timeout is truncation, not garbage
+            for ev in st.sse.flush():
+                acc.add(classify_event(ev, want_text), t_end)
         if state != "complete" or st.head is None or not st.head.keep_alive or st.body.until_close:
             self.close()
         code = st.code

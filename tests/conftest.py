@@ -1,0 +1,72 @@
+"""Shared fixtures: a live `llmload mock` in its own process, on a free port of 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclass
+class Mock:
+    url: str
+    port: int
+    log_path: str
+    proc: subprocess.Popen
+    output: list[str] = field(default_factory=list)
+
+    def log(self) -> list[dict]:
+        """The ground-truth log: one dict per request the server finished."""
+        with open(self.log_path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def log_by_id(self) -> dict[str, dict]:
+        return {e["request_id"]: e for e in self.log()}
+
+
+def start_mock(tmp_path, *args: str) -> Mock:
+    log_path = str(tmp_path / f"mock-{time.monotonic_ns()}.jsonl")
+    cmd = [sys.executable, "-m", "llmload.cli", "mock", "--port", "0", "--log", log_path, *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    line = proc.stdout.readline()
+    if "listening on" not in line:
+        proc.kill()
+        raise RuntimeError(f"mock did not start: {line}{proc.stdout.read()}")
+    port = int(line.rsplit(":", 1)[1])
+    return Mock(url=f"http://127.0.0.1:{port}", port=port, log_path=log_path, proc=proc)
+
+
+def stop_mock(mock: Mock) -> None:
+    mock.proc.terminate()
+    try:
+        mock.proc.wait(10)
+    except subprocess.TimeoutExpired:
+        mock.proc.kill()
+
+
+@pytest.fixture
+def mock_factory(tmp_path) -> Iterator:
+    started: list[Mock] = []
+
+    def factory(*args: str) -> Mock:
+        m = start_mock(tmp_path, *args)
+        started.append(m)
+        return m
+
+    yield factory
+    for m in started:
+        stop_mock(m)
+
+
+@pytest.fixture
+def fixed_mock(mock_factory) -> Mock:
+    """Fixed engine: first token after 40 ms, then one every 4 ms."""
+    return mock_factory("--profile", "fixed", "--ttft-ms", "40", "--itl-ms", "4")

@@ -1,0 +1,155 @@
+"""Both transports against a live mock: same records for the same streams, every fault's status."""
+
+from __future__ import annotations
+
+import socket
+
+import gevent
+import pytest
+
+from llmload.protocol import chat_body, completions_body, encode_body
+from llmload.record import RequestMeta
+from llmload.transport import FastTransport, OpenAITransport, Target
+
+CHAT = "/v1/chat/completions"
+
+
+def body(max_tokens=6, **extra):
+    return encode_body(chat_body("m", [{"role": "user", "content": "one two three"}], max_tokens,
+                                 extra={"ignore_eos": True, **extra}))
+
+
+def meta(rid="r"):
+    return RequestMeta(request_id=rid, start_time=0.0, scenario="t", max_tokens=6)
+
+
+FAULTS = {
+    None: ("ok", 6),
+    "429": ("rate_limited", None),
+    "500": ("http_5xx", None),
+    "503": ("http_5xx", None),
+    "disconnect:3": ("truncated", 3),
+    "malformed:2": ("protocol_error", 2),
+    "stream_error:2": ("stream_error", 2),
+    "stall:0.3": ("ok", 6),
+    "slow_first:0.2": ("ok", 6),
+}
+
+
+@pytest.mark.parametrize("transport_cls", [FastTransport, OpenAITransport])
+def test_every_mock_fault_maps_to_its_status(fixed_mock, transport_cls):
+    t = transport_cls(fixed_mock.url, CHAT, timeout=10)
+    t.connect()
+    for i, (fault, (status, tokens)) in enumerate(FAULTS.items()):
+        rec = t.stream(body(), meta(f"{transport_cls.__name__}-{i}"),
+                       headers={"X-Mock-Fault": fault} if fault else None)
+        assert rec.status == status, (fault, rec.status, rec.error)
+        assert rec.completion_tokens == tokens, fault
+        if status == "ok":
+            assert rec.token_source == "usage" and rec.finish_reason == "length" and rec.prompt_tokens == 3
+        if fault and fault[0].isdigit():
+            assert rec.http_status == int(fault) and "mock fault" in rec.error
+    t.close()
+    assert len(fixed_mock.log()) == len(FAULTS)
+
+
+def test_both_transports_produce_the_same_record(fixed_mock):
+    recs = {}
+    for cls in (FastTransport, OpenAITransport):
+        t = cls(fixed_mock.url, CHAT, timeout=10)
+        t.connect()
+        t.stream(body(), meta("warm"))
+        recs[cls] = t.stream(body(max_tokens=20), meta(cls.__name__))
+        t.close()
+    a, b = recs[FastTransport], recs[OpenAITransport]
+    for field in ("status", "http_status", "prompt_tokens", "cached_tokens", "completion_tokens", "token_source",
+                  "finish_reason"):
+        assert getattr(a, field) == getattr(b, field), field
+    # same stream shape: 40 ms to the first token, 4 ms apart (the SDK adds its own parsing time)
+    for rec in (a, b):
+        assert 40.0 <= rec.ttft_ms < 60.0
+        assert rec.tpot_ms == pytest.approx(4.0, abs=0.6)
+        assert len(rec.itl_ms) == 19
+
+
+def test_fast_timings_match_the_servers_log(fixed_mock):
+    t = FastTransport(fixed_mock.url, CHAT, timeout=10)
+    t.connect()
+    recs = [t.stream(body(max_tokens=10), meta(f"acc-{i}")) for i in range(5)]
+    log = fixed_mock.log_by_id()
+    for rec in recs:
+        e = log[rec.meta.request_id]
+        first = rec.t0 + rec.ttft_ms / 1000
+        assert abs(first - e["first_token_mono"]) < 0.002
+        true_tpot = (e["last_token_mono"] - e["first_token_mono"]) * 1000 / 9
+        assert rec.tpot_ms == pytest.approx(true_tpot, abs=0.05)
+
+
+def test_keep_alive_reuses_one_connection(fixed_mock):
+    t = FastTransport(fixed_mock.url, CHAT, timeout=10)
+    t.connect()
+    sock = t.sock
+    for i in range(3):
+        assert t.stream(body(max_tokens=2), meta(f"ka-{i}")).ok
+        assert t.sock is sock
+    # an HTTP error with a body is read to its end, so the connection survives it too
+    assert t.stream(body(), meta("ka-err"), headers={"X-Mock-Fault": "429"}).status == "rate_limited"
+    assert t.sock is sock
+    # a stream cut by the server is not reused
+    t.stream(body(), meta("ka-cut"), headers={"X-Mock-Fault": "disconnect:1"})
+    assert t.sock is None
+    assert t.stream(body(max_tokens=2), meta("ka-new")).ok
+
+
+def test_server_closing_an_idle_keep_alive_connection_is_retried_transparently(fixed_mock):
+    t = FastTransport(fixed_mock.url, CHAT, timeout=10)
+    t.connect()
+    t.sock._sock.shutdown(socket.SHUT_WR)  # the server sees EOF and closes its side
+    gevent.sleep(0.2)
+    assert t.stream(body(max_tokens=2), meta("retry")).ok
+
+
+def test_timeout_when_no_first_token_or_no_progress(fixed_mock):
+    t = FastTransport(fixed_mock.url, CHAT, timeout=0.4)
+    rec = t.stream(body(), meta("slow"), headers={"X-Mock-Fault": "slow_first:2"})
+    assert rec.status == "timeout" and rec.completion_tokens == 0
+    rec = t.stream(body(), meta("stall"), headers={"X-Mock-Fault": "stall:2"})
+    assert rec.status == "timeout" and rec.completion_tokens == 1
+    o = OpenAITransport(fixed_mock.url, CHAT, timeout=0.4)
+    assert o.stream(body(), meta("oslow"), headers={"X-Mock-Fault": "slow_first:2"}).status == "timeout"
+
+
+def test_connect_error_for_a_closed_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    for cls in (FastTransport, OpenAITransport):
+        rec = cls(f"http://127.0.0.1:{port}", CHAT, timeout=2, connect_timeout=2).stream(body(), meta())
+        assert rec.status == "connect_error" and rec.error
+
+
+def test_cancelled_mid_stream_reports_a_cancelled_record(fixed_mock):
+    got = []
+    t = FastTransport(fixed_mock.url, CHAT, timeout=10)
+    g = gevent.spawn(t.stream, body(max_tokens=500), meta("cut"), on_cancel=got.append)
+    gevent.sleep(0.2)
+    g.kill()
+    assert len(got) == 1 and got[0].status == "cancelled" and got[0].completion_tokens > 5
+    assert t.sock is None
+    gevent.sleep(0.2)
+    assert fixed_mock.log_by_id()["cut"]["outcome"] == "disconnected"
+
+
+def test_completions_endpoint(fixed_mock):
+    t = FastTransport(fixed_mock.url + "/v1", "/v1/completions", timeout=10)
+    rec = t.stream(encode_body(completions_body("m", "a b c d", 5, extra={"ignore_eos": True})), meta("cmpl"))
+    assert rec.ok and rec.completion_tokens == 5 and rec.prompt_tokens == 4
+
+
+def test_target_parsing():
+    assert Target("http://h:8000/v1", CHAT).path == "/v1/chat/completions"
+    assert Target("https://api.x.com/openai/v1/", CHAT).path == "/openai/v1/chat/completions"
+    assert Target("localhost:9", CHAT).host_header == "localhost:9"
+    with pytest.raises(ValueError, match="--host"):
+        Target("ftp://x", CHAT)
