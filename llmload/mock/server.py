@@ -19,6 +19,8 @@ import json
 import logging
 import random
 import socket
+import struct
+import sys
 import time
 from dataclasses import dataclass, field
 from time import perf_counter
@@ -205,6 +207,32 @@ class _Stream:
             self.watcher = None
 
 
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else 0)
+_TIMESPEC = struct.Struct("@ll")
+_ANC = socket.CMSG_SPACE(_TIMESPEC.size)
+
+
+def _enable_rx_timestamps(sock: socket.socket) -> bool:
+    if not _SO_TIMESTAMPNS:
+        return False
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        return True
+    except OSError:
+        return False
+
+
+def _recv_stamped(sock: socket.socket, size: int, timestamps: bool) -> tuple[bytes, float]:
+    """recv plus the kernel's receive time of the bytes, on the perf_counter clock."""
+    if not timestamps:
+        return sock.recv(size), perf_counter()
+    data, anc, _flags, _addr = sock.recvmsg(size, _ANC)
+    if anc:
+        sec, nsec = _TIMESPEC.unpack_from(anc[0][2])
+        return data, sec + nsec * 1e-9 - (time.time() - perf_counter())
+    return data, perf_counter()
+
+
 class MockServer:
     """The mock's HTTP server. ``start()`` binds and returns the address; ``stop()`` ends it."""
 
@@ -284,7 +312,9 @@ class MockServer:
     # -- HTTP ------------------------------------------------------------------------------------
     def _handle(self, sock: socket.socket, _addr: object) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        timestamps = _enable_rx_timestamps(sock)
         buf = b""
+        rx_mono = perf_counter()
         try:
             while True:
                 head_end = buf.find(b"\r\n\r\n")
@@ -292,7 +322,7 @@ class MockServer:
                     if len(buf) > MAX_HEAD:
                         self._send(sock, 413, api.error_body(413, "request head too large"), close=True)
                         return
-                    data = sock.recv(65536)
+                    data, rx_mono = _recv_stamped(sock, 65536, timestamps)
                     if not data:
                         return
                     buf += data
@@ -321,13 +351,13 @@ class MockServer:
                     self._send(sock, 400, api.error_body(400, "bad Content-Length"), close=True)
                     return
                 while len(buf) < length:
-                    data = sock.recv(max(65536, length - len(buf)))
+                    data, rx_mono = _recv_stamped(sock, max(65536, length - len(buf)), timestamps)
                     if not data:
                         return
                     buf += data
                 body, buf = buf[:length], buf[length:]
                 keep_alive = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
-                if not self._route(sock, method, target.split("?", 1)[0], headers, body, keep_alive):
+                if not self._route(sock, method, target.split("?", 1)[0], headers, body, rx_mono):
                     return
                 if not keep_alive:
                     return
@@ -348,13 +378,13 @@ class MockServer:
         )
         sock.sendall(head.encode() + body)
 
-    def _route(self, sock, method: str, path: str, headers: dict[str, str], body: bytes, keep_alive: bool) -> bool:
+    def _route(self, sock, method: str, path: str, headers: dict[str, str], body: bytes, rx_mono: float) -> bool:
         """Serve one request; False when the connection must end."""
         if path in ("/v1/chat/completions", "/v1/completions"):
             if method != "POST":
                 self._send(sock, 405, api.error_body(405, f"{path} takes POST"))
                 return True
-            return self._completion(sock, path == "/v1/chat/completions", headers, body)
+            return self._completion(sock, path == "/v1/chat/completions", headers, body, rx_mono)
         if method != "GET":
             self._send(sock, 405, api.error_body(405, f"{path} takes GET"))
         elif path == "/health":
@@ -370,8 +400,12 @@ class MockServer:
             self._send(sock, 404, api.error_body(404, f"no route {path}"))
         return True
 
-    def _completion(self, sock, chat: bool, headers: dict[str, str], body: bytes) -> bool:
-        arrival_mono, arrival_unix = perf_counter(), time.time()
+    def _completion(self, sock, chat: bool, headers: dict[str, str], body: bytes, rx_mono: float) -> bool:
+        # Arrival is when the kernel received the request's last bytes, not when this loop got
+        # round to reading them: the log's TTFT then includes the mock's own queueing, as a
+        # client sees it, and a client's timing error can be measured against it.
+        arrival_mono = rx_mono
+        arrival_unix = time.time() - (perf_counter() - rx_mono)
         self._ids += 1
         rid = headers.get("x-request-id") or f"mock-{self._ids}"
         self.requests_total += 1

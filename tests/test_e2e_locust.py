@@ -1,0 +1,145 @@
+"""Real `locust --headless` runs against `llmload mock`: local, --processes 2, master + 2 workers.
+
+Each run checks that PREFIX_requests.csv has one row per request the server saw (none lost at
+stop), and that statuses, token counts and timings agree with the server's ground-truth log.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.conftest import ROOT
+
+LOCUST = [sys.executable, "-m", "locust"]
+CHAT = os.path.join(ROOT, "locustfiles", "chat.py")
+
+
+def free_port() -> int:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def run_locust(args: list[str], cwd, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    return subprocess.run([*LOCUST, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def load_rows(prefix) -> pd.DataFrame:
+    return pd.read_csv(f"{prefix}_requests.csv", keep_default_na=False, na_values=[""])
+
+
+def check_against_log(rows: pd.DataFrame, mock, expect_users: int) -> None:
+    log = mock.log_by_id()
+    assert len(rows) == len(log), f"{len(rows)} rows for {len(log)} requests the server saw"
+    assert set(rows["request_id"]) == set(log)
+    completed = {rid for rid, e in log.items() if e["outcome"] == "completed"}
+    ok = rows[rows["status"] == "ok"]
+    assert set(ok["request_id"]) == completed
+    assert set(rows["status"]) <= {"ok", "cancelled"}
+    for r in ok.itertuples():
+        e = log[r.request_id]
+        assert r.completion_tokens == e["tokens_sent"] and r.prompt_tokens == e["prompt_tokens"]
+        true_tpot = (e["last_token_mono"] - e["first_token_mono"]) * 1000 / (e["tokens_sent"] - 1)
+        assert abs(r.tpot_ms - true_tpot) < 1.0
+        true_ttft = (e["first_token_mono"] - e["arrival_mono"]) * 1000
+        assert -0.5 < r.ttft_ms - true_ttft < 20.0
+    assert rows["users"].max() == expect_users
+    assert (ok["token_source"] == "usage").all()
+
+
+@pytest.fixture
+def mock(mock_factory):
+    return mock_factory("--profile", "fixed", "--ttft-ms", "30", "--itl-ms", "8")
+
+
+COMMON = ["--headless", "-t", "4s", "--ignore-eos", "--output-tokens", "40", "--input-tokens", "50-80"]
+
+
+def test_local_run_writes_every_row_and_the_summary(mock, tmp_path):
+    prefix = tmp_path / "local"
+    res = run_locust(["-f", CHAT, "--host", mock.url, "-u", "8", "-r", "8", "--csv", str(prefix),
+                      "--stop-timeout", "5", *COMMON], tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = load_rows(prefix)
+    check_against_log(rows, mock, expect_users=8)
+    assert (rows["status"] == "ok").all()  # --stop-timeout let every stream finish
+    assert "LLM summary" in res.stdout and "TTFT p50" in res.stdout
+    stats = pd.read_csv(f"{prefix}_llm_stats.csv")
+    assert stats.loc[0, "scenario"] == "chat" and stats.loc[0, "requests"] == len(rows)
+    assert 30.0 <= stats.loc[0, "median_ttft_ms"] < 45.0
+    assert stats.loc[0, "median_tpot_ms"] == pytest.approx(8.0, abs=0.3)
+    locust_stats = pd.read_csv(f"{prefix}_stats.csv")
+    agg = locust_stats[locust_stats["Name"] == "Aggregated"].iloc[0]
+    llm = locust_stats[locust_stats["Type"] == "LLM"].iloc[0]
+    # TTFT/TPOT rows do not inflate the Aggregated row. (Locust writes its own CSV before the
+    # streams finishing under --stop-timeout are counted; our requests CSV has them all.)
+    assert agg["Request Count"] == llm["Request Count"] <= len(rows)
+    assert set(locust_stats["Type"].dropna()) >= {"LLM", "TTFT", "TPOT"}
+
+
+def test_processes_2_cancels_in_flight_streams_without_losing_rows(mock, tmp_path):
+    prefix = tmp_path / "procs"
+    res = run_locust(["-f", CHAT, "--host", mock.url, "-u", "8", "-r", "8", "--csv", str(prefix),
+                      "--processes", "2", *COMMON], tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    time.sleep(0.5)
+    rows = load_rows(prefix)
+    check_against_log(rows, mock, expect_users=8)
+    assert (rows["status"] == "cancelled").sum() >= 1  # no --stop-timeout: streams cut at the end
+    assert set(rows["worker"]) == {0, 1}
+
+
+def test_master_and_two_workers(mock, tmp_path):
+    port = free_port()
+    prefix = tmp_path / "dist"
+    workers = [subprocess.Popen([*LOCUST, "-f", CHAT, "--worker", "--master-port", str(port)], cwd=tmp_path,
+                                env={**os.environ, "PYTHONPATH": ROOT}, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        res = run_locust(["-f", CHAT, "--master", "--master-bind-port", str(port), "--expect-workers", "2",
+                          "--host", mock.url, "-u", "12", "-r", "12", "--csv", str(prefix), "--stop-timeout", "3",
+                          *COMMON], tmp_path)
+        assert res.returncode == 0, res.stderr[-3000:]
+    finally:
+        for w in workers:
+            try:
+                w.wait(20)
+            except subprocess.TimeoutExpired:
+                w.kill()
+    rows = load_rows(prefix)
+    check_against_log(rows, mock, expect_users=12)
+    assert set(rows["worker"]) == {0, 1}
+    assert "LLM summary" in res.stdout
+
+
+def test_timing_accuracy_with_64_users_in_one_process(mock_factory, tmp_path):
+    """TTFT and TPOT within 1 ms of the server's log at p99, 64 concurrent streams."""
+    mock = mock_factory("--profile", "fixed", "--ttft-ms", "50", "--itl-ms", "10")
+    prefix = tmp_path / "acc"
+    res = run_locust(["-f", CHAT, "--host", mock.url, "-u", "64", "-r", "64", "--csv", str(prefix),
+                      "--headless", "-t", "6s", "--stop-timeout", "5", "--ignore-eos", "--output-tokens", "50",
+                      "--input-tokens", "64"], tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = load_rows(prefix)
+    ok = rows[rows["status"] == "ok"]
+    assert len(ok) >= 300
+    log = mock.log_by_id()
+    ttft_err, tpot_err = [], []
+    for r in ok.itertuples():
+        e = log[r.request_id]
+        ttft_err.append(r.ttft_ms - (e["first_token_mono"] - e["arrival_mono"]) * 1000)
+        tpot_err.append(r.tpot_ms - (e["last_token_mono"] - e["first_token_mono"]) * 1000 / (e["tokens_sent"] - 1))
+    assert np.percentile(np.abs(ttft_err), 99) < 1.0, np.percentile(ttft_err, [50, 99])
+    assert np.percentile(np.abs(tpot_err), 99) < 1.0
