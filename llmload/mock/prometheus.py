@@ -17,7 +17,8 @@ def _histogram(name: str, help_text: str, h: LatencyHistogram, labels: str) -> l
     return out
 
 
-def render_metrics(engine: BatchingEngine | FixedEngine, model: str, outcomes: dict[str, int]) -> str:
+def render_metrics(engine: BatchingEngine | FixedEngine, model: str, outcomes: dict[str, int],
+                   lag: LatencyHistogram | None = None, write_span: LatencyHistogram | None = None) -> str:
     labels = f'model_name="{model}"'
     s = engine.stats
     cache = engine.prefix_cache
@@ -48,4 +49,10 @@ def render_metrics(engine: BatchingEngine | FixedEngine, model: str, outcomes: d
                         s.ttft, labels)
     lines += _histogram("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.",
                         s.tpot, labels)
+    if lag is not None:  # the mock's own health, not a vLLM metric
+        lines += _histogram("llmload_mock:event_lag_seconds",
+                            "How late the mock handled each engine event vs. its modelled time.", lag, labels)
+    if write_span is not None:
+        lines += _histogram("llmload_mock:write_span_seconds",
+                            "Time from the first to the last write of one engine event's tokens.", write_span, labels)
     return "\n".join(lines) + "\n"

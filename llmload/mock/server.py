@@ -31,7 +31,14 @@ import gevent.event
 from gevent.server import StreamServer
 
 from llmload.mock import openai_api as api
-from llmload.mock.engine import BatchingEngine, EngineParams, EngineRequest, FixedEngine, Sequence
+from llmload.mock.engine import (
+    BatchingEngine,
+    EngineParams,
+    EngineRequest,
+    FixedEngine,
+    LatencyHistogram,
+    Sequence,
+)
 from llmload.mock.faults import Fault, FaultPicker
 from llmload.mock.profiles import Profile
 from llmload.mock.prometheus import render_metrics
@@ -40,7 +47,8 @@ log = logging.getLogger("llmload.mock")
 
 MAX_HEAD = 64 * 1024
 MAX_BODY = 64 * 1024 * 1024
-SPIN_S = 0.0015  # the last stretch before a step ends is waited by yielding, not by a timer
+SPIN_S = 0.0015
+LAG_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.1, 1.0)  # the last stretch before a step ends is waited by yielding, not by a timer
 REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
            411: "Length Required", 413: "Payload Too Large", 429: "Too Many Requests",
            500: "Internal Server Error", 503: "Service Unavailable"}
@@ -252,8 +260,9 @@ class MockServer:
         self._ids = 0
         self.requests_total = 0
         self.requests_by_outcome: dict[str, int] = {}
-        self.driver_lag_ms: list[float] = []  # how late each step left vs. the model (benchmark)
-        self.record_lag = False
+        # How late each engine event was handled vs. its modelled time (benchmarks read it).
+        self.lag = LatencyHistogram(LAG_BUCKETS)
+        self.write_span = LatencyHistogram(LAG_BUCKETS)  # first to last write of one event's tokens
 
     @property
     def address(self) -> tuple[str, int]:
@@ -304,10 +313,12 @@ class MockServer:
             while perf_counter() < t:
                 gevent.sleep(0)
             now = perf_counter()
-            if self.record_lag:
-                self.driver_lag_ms.append((now - t) * 1000.0)
-            for em in engine.advance(now):
+            self.lag.observe(now - t)
+            emissions = engine.advance(now)
+            for em in emissions:
                 em.seq.user.on_emission(em.tokens, em.first, em.finished)
+            if emissions:
+                self.write_span.observe(perf_counter() - now)
 
     # -- HTTP ------------------------------------------------------------------------------------
     def _handle(self, sock: socket.socket, _addr: object) -> None:
@@ -394,7 +405,8 @@ class MockServer:
                      "max_model_len": self.max_model_len}
             self._send(sock, 200, json.dumps({"object": "list", "data": [model]}).encode())
         elif path == "/metrics":
-            text = render_metrics(self.engine, self.config.model, self.requests_by_outcome)
+            text = render_metrics(self.engine, self.config.model, self.requests_by_outcome, self.lag,
+                                  self.write_span)
             self._send(sock, 200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
         else:
             self._send(sock, 404, api.error_body(404, f"no route {path}"))
