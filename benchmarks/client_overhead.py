@@ -84,6 +84,10 @@ def run(transport_cls, port: int, streams: int, seconds: float, output_tokens: i
     return {"records": records, "cpu": cpu, "wall": wall, "chunks": chunks}
 
 
+def p(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
 def truth(log_path: str) -> dict[str, dict]:
     out = {}
     with open(log_path) as f:
@@ -133,7 +137,6 @@ def main() -> None:
                     true_tpot = (e["last_token_mono"] - e["first_token_mono"]) * 1000 / (e["tokens_sent"] - 1)
                     tpot_err.append(abs(rec.tpot_ms - true_tpot))
             us = r["cpu"] / max(r["chunks"], 1) * 1e6
-            p = (lambda a, q: float(np.percentile(a, q)) if a else float("nan"))
             print(f"{name:<9}{streams:>8}{r['chunks']:>9}{r['chunks'] / r['wall']:>9.0f}{us:>14.1f}"
                   f"{r['chunks'] / max(r['cpu'], 1e-9):>14.0f}{p(ttft_err, 50):>14.3f}{p(ttft_err, 99):>8.3f}"
                   f"{p(tpot_err, 99):>14.4f}{len(ok):>7}", flush=True)

@@ -100,7 +100,8 @@ def run(streams: int, seconds: float) -> dict:
     within_half = after["0.0005"] - before.get("0.0005", 0.0)
     writes = after["w+Inf"] - before.get("w+Inf", 0.0)
     slow_writes = writes - (after["w0.001"] - before.get("w0.001", 0.0))
-    return {"streams": streams, "model_tps": streams * 1000.0 / STEP_MS, "tps": (after["tokens"] - before["tokens"]) / wall,
+    tps = (after["tokens"] - before["tokens"]) / wall
+    return {"streams": streams, "model_tps": streams * 1000.0 / STEP_MS, "tps": tps,
             "late_share": late / steps if steps else float("nan"), "half_ms_share": within_half / steps if steps else 0,
             "cpu": cpu / wall, "slow_write_share": slow_writes / writes if writes else 0.0}
 

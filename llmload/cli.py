@@ -36,6 +36,16 @@ def _mock(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from llmload.demo import run_demo
+
+    try:
+        return run_demo(args.out, profile=args.profile, steps=args.steps, step_seconds=args.step_seconds)
+    except (RuntimeError, OSError) as e:
+        print(str(e), file=sys.stderr)
+        return 2
+
+
 def build_parser() -> argparse.ArgumentParser:
     from llmload.mock.options import add_mock_arguments
 
@@ -45,6 +55,16 @@ def build_parser() -> argparse.ArgumentParser:
     mock = sub.add_parser("mock", help="serve a simulated OpenAI-compatible LLM engine")
     add_mock_arguments(mock)
     mock.set_defaults(func=_mock)
+
+    from llmload.demo import DEMO_PROFILE, DEMO_STEP_SECONDS, DEMO_STEPS
+
+    demo = sub.add_parser("demo", help="mock server + headless step load + summary, in about a minute")
+    demo.add_argument("--out", default="reports/demo", help="where the CSVs and the report go (default reports/demo)")
+    demo.add_argument("--profile", default=DEMO_PROFILE, help=f"mock profile (default {DEMO_PROFILE})")
+    demo.add_argument("--steps", default=DEMO_STEPS, help=f"user count per step (default {DEMO_STEPS})")
+    demo.add_argument("--step-seconds", type=float, default=DEMO_STEP_SECONDS,
+                      help=f"seconds per step (default {DEMO_STEP_SECONDS})")
+    demo.set_defaults(func=_demo)
     return parser
 
 

@@ -63,6 +63,12 @@ def add_arguments(parser: Any) -> None:
                    help="service-level objective [SCENARIO:]METRIC=VALUE, e.g. ttft_p95_ms=2000 (repeatable)")
     g.add_argument("--request-timeout", env_var="LLMLOAD_REQUEST_TIMEOUT", type=float, default=600.0,
                    help="seconds without a first token or without progress before a request times out")
+    g.add_argument("--steps", env_var="LLMLOAD_STEPS", default="",
+                   help="step shape: user count of each step, e.g. 4,8,16,32 (locustfiles with a StepLoadShape)")
+    g.add_argument("--step-seconds", env_var="LLMLOAD_STEP_SECONDS", type=float, default=0.0,
+                   help="step shape: seconds each step lasts")
+    g.add_argument("--step-spawn-rate", env_var="LLMLOAD_STEP_SPAWN_RATE", type=float, default=0.0,
+                   help="step shape: users started per second when a step begins")
     g.add_argument("--seed", env_var="LLMLOAD_SEED", type=int, default=0,
                    help="workload seed; each worker and user draws its own reproducible stream from it")
 

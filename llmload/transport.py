@@ -30,8 +30,8 @@ import ssl
 import struct
 import sys
 import time
-from time import perf_counter
 from collections.abc import Callable
+from time import perf_counter
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -350,12 +350,12 @@ class FastTransport:
         if self._tls:
             return True
         try:
-            data = sock._sock.recv(1, socket.MSG_PEEK)
+            sock._sock.recv(1, socket.MSG_PEEK)
         except BlockingIOError:
-            return True
+            return True  # nothing to read: open and idle
         except OSError:
-            data = b""
-        return False  # EOF, or stray bytes: either way not reusable
+            pass
+        return False  # EOF, an error, or stray bytes: either way not reusable
 
     def stream(self, body: bytes, meta: R.RequestMeta, want_text: bool = False,
                headers: dict[str, str] | None = None,
@@ -447,7 +447,7 @@ class FastTransport:
             while st.result is None:
                 try:
                     data = sock.recv(RECV_SIZE)
-                except (TimeoutError, socket.timeout):
+                except TimeoutError:
                     st.end("timeout", "no progress within the request timeout")
                     return
                 st.on_data(data, perf_counter())

@@ -155,12 +155,14 @@ class StreamFormatter:
         t = json.dumps(text).encode()
         if self.chat:
             return self._head + b'"content":' + t + b'},"logprobs":null,"finish_reason":' + finish + b"}]}\n\n"
-        return self._head + b'"text":' + t + b',"logprobs":null,"finish_reason":' + finish + b',"stop_reason":null}]}\n\n'
+        return (self._head + b'"text":' + t + b',"logprobs":null,"finish_reason":' + finish
+                + b',"stop_reason":null}]}\n\n')
 
     def usage(self, prompt: int, completion: int, cached: int) -> bytes:
         usage = {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion,
                  "prompt_tokens_details": {"cached_tokens": cached}}
-        return self._usage_head + b'"choices":[],"usage":' + json.dumps(usage, separators=(",", ":")).encode() + b"}\n\n"
+        body = json.dumps(usage, separators=(",", ":")).encode()
+        return self._usage_head + b'"choices":[],"usage":' + body + b"}\n\n"
 
     @staticmethod
     def error(message: str, status: int = 500) -> bytes:

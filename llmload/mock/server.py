@@ -47,8 +47,8 @@ log = logging.getLogger("llmload.mock")
 
 MAX_HEAD = 64 * 1024
 MAX_BODY = 64 * 1024 * 1024
-SPIN_S = 0.0015
-LAG_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.1, 1.0)  # the last stretch before a step ends is waited by yielding, not by a timer
+SPIN_S = 0.0015  # the last stretch before a step ends is waited by yielding, not by a timer
+LAG_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.1, 1.0)
 REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
            411: "Length Required", 413: "Payload Too Large", 429: "Too Many Requests",
            500: "Internal Server Error", 503: "Service Unavailable"}
@@ -303,11 +303,10 @@ class MockServer:
                 wake.clear()
                 continue
             delay = t - perf_counter()
-            if delay > spin:
-                # A submit may create an earlier event (idle engine): wake and look again.
-                if wake.wait(delay - spin):
-                    wake.clear()
-                    continue
+            # A submit may create an earlier event (idle engine): wake and look again.
+            if delay > spin and wake.wait(delay - spin):
+                wake.clear()
+                continue
             # libev rounds timer waits to whole milliseconds; yield-spin the last stretch so
             # steps leave on the modelled time (benchmarks/mock_capacity.py measures the lag).
             while perf_counter() < t:
