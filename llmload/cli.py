@@ -36,6 +36,29 @@ def _mock(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    import os
+
+    from llmload.report import ReportError, ReportOptions, build_report, parse_slo, write_report
+    from llmload.report.render import summary_text
+
+    try:
+        opts = ReportOptions(
+            slos=[parse_slo(s) for s in args.slo], warmup_s=args.warmup_s, gpu_hourly_usd=args.gpu_hourly_usd,
+            gpus_per_replica=args.gpus_per_replica, target_rps=args.target_rps,
+            daily_requests=args.daily_requests, peak_factor=args.peak_factor, headroom=args.headroom,
+            output_cost_weight=args.output_cost_weight)
+        report = build_report(args.prefix, opts)
+        out = args.out or os.path.dirname(os.path.abspath(report.source))
+        paths = write_report(report, out)
+    except (ReportError, ValueError, OSError) as e:
+        print(f"llmload report: {e}", file=sys.stderr)
+        return 2
+    print(summary_text(report))
+    print("wrote " + ", ".join(paths))
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from llmload.demo import run_demo
 
@@ -55,6 +78,24 @@ def build_parser() -> argparse.ArgumentParser:
     mock = sub.add_parser("mock", help="serve a simulated OpenAI-compatible LLM engine")
     add_mock_arguments(mock)
     mock.set_defaults(func=_mock)
+
+    rep = sub.add_parser("report", help="turn a run's CSVs into a capacity plan (md, html, json)")
+    rep.add_argument("prefix", help="the --csv PREFIX of the run (reads PREFIX_requests.csv)")
+    rep.add_argument("--out", help="output directory (default: next to the CSVs)")
+    rep.add_argument("--slo", action="append", default=[], metavar="[SCENARIO:]METRIC=VALUE",
+                     help="e.g. ttft_p95_ms=2000, tpot_p95_ms=50, error_rate=0.01, rag:ttft_p95_ms=3000")
+    rep.add_argument("--warmup-s", type=float, default=5.0, help="seconds after each user-count change not "
+                     "measured (default 5)")
+    rep.add_argument("--gpu-hourly-usd", type=float, help="price of one GPU-hour")
+    rep.add_argument("--gpus-per-replica", type=int, default=1, help="GPUs one server replica uses (default 1)")
+    rep.add_argument("--target-rps", type=float, help="peak requests/s the fleet must serve")
+    rep.add_argument("--daily-requests", type=float, help="requests per day (with --peak-factor) instead of "
+                     "--target-rps")
+    rep.add_argument("--peak-factor", type=float, default=1.0, help="peak rate ÷ average rate (default 1)")
+    rep.add_argument("--headroom", type=float, default=0.3, help="share of capacity kept free (default 0.3)")
+    rep.add_argument("--output-cost-weight", type=float, help="price an output token as this many input tokens "
+                     "to split cost between input and output")
+    rep.set_defaults(func=_report)
 
     from llmload.demo import DEMO_PROFILE, DEMO_STEP_SECONDS, DEMO_STEPS
 

@@ -1,0 +1,132 @@
+"""The report's charts as PNG bytes (matplotlib, Agg): embedded in the HTML so it opens offline."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+def _fig():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    _fig().close(fig)
+    return buf.getvalue()
+
+
+def throughput_latency(steps: list[dict[str, Any]], slos: list[Any], capacity: dict[str, Any]) -> bytes | None:
+    """TTFT p95 and TPOT p95 against req/s, SLO limits as lines, the capacity step marked."""
+    if not steps:
+        return None
+    plt = _fig()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    rps = [s["rps"] for s in steps]
+    for ax, field, title in ((axes[0], "ttft_ms", "TTFT p95 (ms)"), (axes[1], "tpot_ms", "TPOT p95 (ms)")):
+        ys = [s[field]["p95"] for s in steps]
+        ax.plot(rps, ys, "o-", color="#1f77b4")
+        for s, x, y in zip(steps, rps, ys, strict=True):
+            if y is not None:
+                ax.annotate(str(s["users"]), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        for slo in slos:
+            if slo.field == field and slo.stat == "p95":
+                ax.axhline(slo.limit, color="#d62728", ls="--", lw=1, label=f"SLO {slo.metric}")
+        cap_users = capacity.get("users")
+        for s, x, y in zip(steps, rps, ys, strict=True):
+            if s["users"] == cap_users and y is not None:
+                ax.plot([x], [y], "*", ms=14, color="#2ca02c", label="capacity")
+        ax.set_xlabel("requests/s (completed, ok)")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    fig.suptitle("Throughput vs latency per step (labels: users)", fontsize=10)
+    return _png(fig)
+
+
+def percentiles_per_step(steps: list[dict[str, Any]]) -> bytes | None:
+    if not steps:
+        return None
+    plt = _fig()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    users = [s["users"] for s in steps]
+    for ax, field, title in ((axes[0], "ttft_ms", "TTFT (ms)"), (axes[1], "tpot_ms", "TPOT (ms)")):
+        for q, style in (("p50", "o-"), ("p95", "s--"), ("p99", "^:")):
+            ax.plot(users, [s[field][q] for s in steps], style, label=q)
+        ax.set_xlabel("users")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def tokens_per_step(steps: list[dict[str, Any]]) -> bytes | None:
+    if not steps:
+        return None
+    plt = _fig()
+    fig, ax = plt.subplots(figsize=(10, 3.0))
+    x = np.arange(len(steps))
+    ax.bar(x - 0.2, [s["output_tps"] for s in steps], 0.4, label="output tok/s")
+    ax.bar(x + 0.2, [s["total_tps"] for s in steps], 0.4, label="total tok/s")
+    ax.set_xticks(x, [str(s["users"]) for s in steps])
+    ax.set_xlabel("users")
+    ax.set_title("Tokens per second per step")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, axis="y")
+    return _png(fig)
+
+
+def errors_per_step(steps: list[dict[str, Any]]) -> bytes | None:
+    kinds = sorted({k for s in steps for k in s["errors_by_status"]})
+    if not steps:
+        return None
+    plt = _fig()
+    fig, ax = plt.subplots(figsize=(10, 2.8))
+    x = np.arange(len(steps))
+    bottom = np.zeros(len(steps))
+    for k in kinds:
+        vals = np.array([s["errors_by_status"].get(k, 0) for s in steps], dtype=float)
+        ax.bar(x, vals, bottom=bottom, label=k)
+        bottom += vals
+    ax.set_xticks(x, [str(s["users"]) for s in steps])
+    ax.set_xlabel("users")
+    ax.set_title("Failed requests per step" + ("" if kinds else " (none)"))
+    if kinds:
+        ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, axis="y")
+    return _png(fig)
+
+
+def ttft_over_time(df: pd.DataFrame) -> bytes | None:
+    ok = df[df["ok"]]
+    if ok.empty or "ttft_ms" not in ok:
+        return None
+    plt = _fig()
+    t0 = float(df["start_time"].iloc[0])
+    sec = np.floor(ok["start_time"].to_numpy() - t0)
+    g = pd.DataFrame({"sec": sec, "ttft": ok["ttft_ms"].to_numpy(dtype=float)}).groupby("sec")["ttft"]
+    q = g.quantile([0.5, 0.95]).unstack()
+    users = pd.DataFrame({"sec": np.floor(df["start_time"].to_numpy() - t0),
+                          "users": df["users"].to_numpy()}).groupby("sec")["users"].max()
+    fig, ax = plt.subplots(figsize=(10, 3.0))
+    ax.plot(q.index, q[0.5], label="TTFT p50")
+    ax.plot(q.index, q[0.95], label="TTFT p95")
+    ax.set_xlabel("seconds since the first request (by start time)")
+    ax.set_ylabel("ms")
+    ax2 = ax.twinx()
+    ax2.step(users.index, users.values, where="post", color="#7f7f7f", alpha=0.6, label="users")
+    ax2.set_ylabel("users")
+    ax.legend(loc="upper left", fontsize=7)
+    ax.set_title("TTFT over time")
+    ax.grid(alpha=0.3)
+    return _png(fig)

@@ -1,0 +1,95 @@
+"""Reading PREFIX_requests.csv: what is there, and a warning for everything that is not."""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from llmload.record import CSV_COLUMNS, STATUSES
+
+
+class ReportError(Exception):
+    """Input the report cannot be made from; the message says what and where."""
+
+
+REQUIRED = ("start_time", "status", "users")
+NUMERIC = ("start_time", "http_status", "ttft_ms", "ttft_visible_ms", "tpot_ms", "e2e_ms", "itl_max_ms",
+           "prompt_tokens", "cached_tokens", "completion_tokens", "max_tokens", "users", "worker", "turn")
+TEXT = ("request_id", "scenario", "status", "token_source", "finish_reason", "session_id", "error")
+
+
+@dataclass
+class Loaded:
+    path: str
+    df: pd.DataFrame
+    warnings: list[str] = field(default_factory=list)
+
+
+def requests_path(prefix: str) -> str:
+    if prefix.endswith("_requests.csv"):
+        return prefix
+    return f"{prefix}_requests.csv"
+
+
+def load_requests(prefix: str) -> Loaded:
+    """Load the rows; raise ReportError when nothing usable is there."""
+    path = requests_path(prefix)
+    if not os.path.exists(path):
+        raise ReportError(f"{path}: no such file (pass the --csv PREFIX of a run, e.g. runs/chat)")
+    warnings: list[str] = []
+    with open(path, "rb") as f:
+        raw = f.read()
+    if not raw.strip():
+        raise ReportError(f"{path}: the file is empty (did the run write any request?)")
+    if not raw.endswith(b"\n"):
+        # A run killed mid-write leaves a partial last line: drop it, keep the rest.
+        cut = raw.rfind(b"\n")
+        if cut < 0:
+            raise ReportError(f"{path}: only a partial header line")
+        warnings.append(f"{path}: the last line was cut off (a run killed mid-write?); it was skipped")
+        raw = raw[:cut + 1]
+    header = raw.split(b"\n", 1)[0].decode("utf-8", "replace").strip().split(",")
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        raise ReportError(f"{path}: missing column(s) {', '.join(missing)}; expected the header "
+                          f"{','.join(CSV_COLUMNS)}")
+    absent = [c for c in CSV_COLUMNS if c not in header]
+    if absent:
+        warnings.append(f"{path}: no column(s) {', '.join(absent)}; what needs them is left out")
+    usecols = [c for c in header if c in CSV_COLUMNS]
+    dtypes = {c: "float64" for c in NUMERIC if c in usecols}
+    dtypes.update({c: "string" for c in TEXT if c in usecols and c not in ("scenario", "status")})
+    dtypes.update({c: "category" for c in ("scenario", "status") if c in usecols})
+    try:
+        df = pd.read_csv(io.BytesIO(raw), usecols=usecols, dtype={k: v for k, v in dtypes.items() if v != "float64"},
+                         keep_default_na=False, na_values=[""], engine="c", on_bad_lines="skip")
+    except (ValueError, pd.errors.ParserError) as e:
+        raise ReportError(f"{path}: cannot parse: {e}") from None
+    for c in NUMERIC:
+        if c in df.columns and not pd.api.types.is_numeric_dtype(df[c]):
+            before = df[c].notna().sum()
+            df[c] = pd.to_numeric(df[c], errors="coerce")
+            lost = int(before - df[c].notna().sum())
+            if lost:
+                warnings.append(f"{path}: column {c}: {lost} value(s) that are not numbers were ignored")
+    if "scenario" not in df.columns:
+        df["scenario"] = pd.Categorical(["default"] * len(df))
+    df["scenario"] = df["scenario"].astype("string").fillna("default").astype("category")
+    valid = df["status"].astype("string").isin(STATUSES) & df["start_time"].notna() & df["users"].notna()
+    invalid = int((~valid).sum())
+    if invalid:
+        warnings.append(f"{path}: {invalid} row(s) without a known status, start_time or users were skipped")
+        df = df[valid.to_numpy()]
+    if df.empty:
+        raise ReportError(f"{path}: no usable request rows")
+    df = df.sort_values("start_time", kind="stable").reset_index(drop=True)
+    df["status"] = df["status"].astype("string").astype("category")
+    ok = (df["status"] == "ok").to_numpy()
+    df["ok"] = ok
+    e2e = df["e2e_ms"].to_numpy(dtype=float) if "e2e_ms" in df.columns else np.full(len(df), np.nan)
+    df["end_time"] = df["start_time"].to_numpy() + np.nan_to_num(e2e) / 1000.0
+    return Loaded(path=path, df=df, warnings=warnings)
