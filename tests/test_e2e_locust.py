@@ -143,3 +143,29 @@ def test_timing_accuracy_with_64_users_in_one_process(mock_factory, tmp_path):
         tpot_err.append(r.tpot_ms - (e["last_token_mono"] - e["first_token_mono"]) * 1000 / (e["tokens_sent"] - 1))
     assert np.percentile(np.abs(ttft_err), 99) < 1.0, np.percentile(ttft_err, [50, 99])
     assert np.percentile(np.abs(tpot_err), 99) < 1.0
+
+
+def test_step_load_report_finds_the_profiles_capacity(mock_factory, tmp_path):
+    """16 sequences fit the engine; a 17th waits a whole request (~0.8 s) for a slot. With a TTFT
+    p95 SLO of 300 ms the capacity, known from the parameters, is 16 users."""
+    mock = mock_factory("--profile", "llama3-70b-2xa100", "--max-num-seqs", "16", "--step-base-ms", "20",
+                        "--step-per-seq-ms", "0", "--step-per-prefill-token-ms", "0",
+                        "--step-per-context-token-ms", "0", "--api-overhead-ms", "0",
+                        "--kv-capacity-tokens", "10000000")
+    prefix = tmp_path / "steps"
+    res = run_locust(["-f", os.path.join(ROOT, "locustfiles", "steps.py"), "--host", mock.url, "--headless",
+                      "--csv", str(prefix), "--steps", "4,8,12,16,20,24", "--step-seconds", "5", "--ignore-eos",
+                      "--output-tokens", "40", "--input-tokens", "20", "--stop-timeout", "5"], tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = tmp_path / "report"
+    rep = subprocess.run([sys.executable, "-m", "llmload.cli", "report", str(prefix), "--slo", "ttft_p95_ms=300",
+                          "--warmup-s", "2", "--gpu-hourly-usd", "2", "--target-rps", "50", "--out", str(out)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert rep.returncode == 0, rep.stderr
+    data = __import__("json").loads((out / "report.json").read_text())
+    assert [s["users"] for s in data["steps"]] == [4, 8, 12, 16, 20, 24]
+    cap = data["capacity"]
+    assert cap["users"] in (12, 16, 20), cap  # within one step of the known 16
+    assert cap["users"] == 16 or "ttft_p95_ms" in cap["limited_by"]
+    assert data["cost"]["usd_per_request"] > 0 and data["plan"]["replicas"] >= 1
+    assert "capacity:" in rep.stdout

@@ -199,6 +199,16 @@ def write_report(report: Report, out_dir: str) -> list[str]:
     return write_all(report, out_dir)
 
 
+def fmt_usd(v: float | None) -> str:
+    """Money with enough decimals to show three significant digits of small amounts."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    if v == 0 or abs(v) >= 1:
+        return f"{v:,.2f}"
+    decimals = max(2, 2 - math.floor(math.log10(abs(v))))
+    return f"{v:.{decimals}f}"
+
+
 def fmt(v: Any, nd: int = 2) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"

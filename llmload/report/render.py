@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmload.report import Report, Section, fmt
+from llmload.report import Report, Section, fmt, fmt_usd
 from llmload.report import charts as ch
 
 
@@ -57,15 +57,15 @@ def _capacity_blocks(sec: Section, title: str) -> list[Block]:
     blocks = [Block(title, 2, header=["", ""], rows=rows)]
     if sec.cost:
         c = sec.cost
-        crow = [["$/hour per replica", fmt(c["usd_per_hour"], 2) + f" ({c['gpus_per_replica']} GPU)"],
-                ["$ per request", fmt(c["usd_per_request"], 6)],
-                ["$ per good request (meets every SLO)", fmt(c["usd_per_good_request"], 6)],
-                ["$ per 1M output tokens", fmt(c["usd_per_million_output_tokens"], 4)],
-                ["$ per 1M total tokens", fmt(c["usd_per_million_total_tokens"], 4)]]
+        crow = [["$/hour per replica", fmt_usd(c["usd_per_hour"]) + f" ({c['gpus_per_replica']} GPU)"],
+                ["$ per request", fmt_usd(c["usd_per_request"])],
+                ["$ per good request (meets every SLO)", fmt_usd(c["usd_per_good_request"])],
+                ["$ per 1M output tokens", fmt_usd(c["usd_per_million_output_tokens"])],
+                ["$ per 1M total tokens", fmt_usd(c["usd_per_million_total_tokens"])]]
         if "usd_per_million_input_tokens" in c:
             crow += [[f"$ per 1M input tokens (output weighted ×{c['output_cost_weight']:g})",
-                      fmt(c["usd_per_million_input_tokens"], 4)],
-                     ["$ per 1M output tokens (weighted)", fmt(c["usd_per_million_output_tokens_weighted"], 4)]]
+                      fmt_usd(c["usd_per_million_input_tokens"])],
+                     ["$ per 1M output tokens (weighted)", fmt_usd(c["usd_per_million_output_tokens_weighted"])]]
         blocks.append(Block("Cost at capacity", 3, header=["", ""], rows=crow))
     if sec.plan:
         p = sec.plan
@@ -74,7 +74,7 @@ def _capacity_blocks(sec: Section, title: str) -> list[Block]:
             prow.insert(0, ["daily requests × peak factor", f"{p['daily_requests']:,.0f} × {p['peak_factor']:g}"])
         prow += [["req/s per replica (capacity × (1 − headroom))", fmt(p.get("rps_per_replica"), 3)],
                  ["replicas", fmt(p.get("replicas"))], ["GPUs", fmt(p.get("gpus"))],
-                 ["$ per month (730 h)", fmt(p.get("usd_per_month"), 2)]]
+                 ["$ per month (730 h)", fmt_usd(p.get("usd_per_month"))]]
         if p.get("note"):
             prow.append(["note", p["note"]])
         blocks.append(Block("Fleet plan", 3, header=["", ""], rows=prow))
@@ -257,10 +257,10 @@ def summary_text(report: Report) -> str:
     if "interpolated_rps" in cap:
         lines.append(f"  estimate between steps (interpolated): {cap['interpolated_rps']:.3f} req/s")
     if o.cost:
-        lines.append(f"cost: ${fmt(o.cost['usd_per_request'], 6)} per request, "
-                     f"${fmt(o.cost['usd_per_million_output_tokens'], 4)} per 1M output tokens")
+        lines.append(f"cost: ${fmt_usd(o.cost['usd_per_request'])} per request, "
+                     f"${fmt_usd(o.cost['usd_per_million_output_tokens'])} per 1M output tokens")
     if o.plan:
         lines.append(f"plan: {fmt(o.plan.get('replicas'))} replica(s), {fmt(o.plan.get('gpus'))} GPU(s), "
-                     f"${fmt(o.plan.get('usd_per_month'), 2)}/month for {o.plan['target_rps']:.3f} req/s")
+                     f"${fmt_usd(o.plan.get('usd_per_month'))}/month for {o.plan['target_rps']:.3f} req/s")
     lines += [f"warning: {w}" for w in report.warnings]
     return "\n".join(lines)
