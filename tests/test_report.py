@@ -177,12 +177,12 @@ def test_bad_and_partial_input_give_clear_errors_or_warnings(tmp_path):
     with pytest.raises(ReportError, match="missing column.*start_time.*users"):
         build_report(str(tmp_path / "cols"))
     prefix = two_step_run(tmp_path)
-    path = prefix + "_requests.csv"
-    text = open(path).read()
-    open(path, "w").write(text + "rX,1040.5,chat,ok,200,12")  # killed mid-write
+    path = tmp_path / "run_requests.csv"
+    text = path.read_text()
+    path.write_text(text + "rX,1040.5,chat,ok,200,12")  # killed mid-write
     rep = build_report(prefix)
     assert any("cut off" in w for w in rep.warnings) and len(rep.df) == 120
-    open(path, "w").write(text + "junk,notatime,chat,bogus,,,,,,,,,,,,,,,,,\n")
+    path.write_text(text + "junk,notatime,chat,bogus,,,,,,,,,,,,,,,,,\n")
     rep = build_report(prefix)
     assert any("skipped" in w for w in rep.warnings)
     with pytest.raises(ReportError, match="warmup"):

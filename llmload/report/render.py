@@ -118,10 +118,11 @@ def blocks(report: Report) -> list[Block]:
             out.append(_steps_block(sec, f"Steps of {name}"))
     caches = [(n, s.prefix_cache) for n, s in report.scenarios.items() if s.prefix_cache]
     if caches:
-        rows = [[n, fmt(c["hit_ratio_tokens"], 3), fmt(c["requests_with_hits"], 3),
-                 f"{c['ttft_ms_hit']['requests']}: {fmt(c['ttft_ms_hit']['p50'], 1)} / {fmt(c['ttft_ms_hit']['p95'], 1)}",
-                 f"{c['ttft_ms_miss']['requests']}: {fmt(c['ttft_ms_miss']['p50'], 1)} / "
-                 f"{fmt(c['ttft_ms_miss']['p95'], 1)}"] for n, c in caches]
+        def side(d: dict[str, Any]) -> str:
+            return f"{d['requests']}: {fmt(d['p50'], 1)} / {fmt(d['p95'], 1)}"
+
+        rows = [[n, fmt(c["hit_ratio_tokens"], 3), fmt(c["requests_with_hits"], 3), side(c["ttft_ms_hit"]),
+                 side(c["ttft_ms_miss"])] for n, c in caches]
         out.append(Block("Prefix cache", 2, header=["scenario", "cached ÷ prompt tokens", "requests with a hit",
                                                     "TTFT p50/p95, hits (n: ms)", "TTFT p50/p95, misses (n: ms)"],
                          rows=rows))
