@@ -14,6 +14,8 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "LLMUser": "llmload.users",
     "LLMCompletionsUser": "llmload.users",
+    "users_from_scenario": "llmload.users",
+    "load_scenario": "llmload.workload.scenario",
     "LLMRequest": "llmload.workload.base",
     "RequestRecord": "llmload.record",
     "Histogram": "llmload.histogram",

@@ -31,6 +31,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from llmload.output import RequestsCsv, write_llm_stats
 from llmload.record import CANCELLED, CSV_COLUMNS, OK, RequestRecord
 from llmload.stats import LLMStats, format_summary
+from llmload.workload.shared import SharedState
 
 log = logging.getLogger("llmload")
 
@@ -106,6 +107,8 @@ class LLMLoadPlugin:
         self._users: dict[str, tuple[list[float], list[int]]] = {}  # master: worker → (times, counts)
         self._background: list[gevent.Greenlet] = []
         self._finished_run = True
+        self.processes = 1  # worker processes in the run (the master tells the workers)
+        self.shared = SharedState(lambda: self.processes)
         ev = environment.events
         ev.test_start.add_listener(self._on_test_start)
         ev.test_stop.add_listener(self._on_test_stop)
@@ -113,6 +116,7 @@ class LLMLoadPlugin:
         if self.mode == "worker":
             ev.report_to_master.add_listener(self._on_report_to_master)
             runner.register_message("llmload_stop", self._on_stop_request, concurrent=True)
+            runner.register_message("llmload_processes", self._on_processes)
         elif self.mode == "master":
             ev.worker_report.add_listener(self._on_worker_report)
             runner.register_message("llmload_final", self._on_final)
@@ -211,6 +215,8 @@ class LLMLoadPlugin:
         if self.mode == "master":
             self._expected = set(environment.runner.clients.keys())
             self._users = {}
+            for client_id in self._expected:
+                environment.runner.send_message("llmload_processes", {"n": len(self._expected)}, client_id=client_id)
         elif self.mode == "worker":
             self._spawn(self._report_users)
         elif self.mode == "local":
@@ -244,6 +250,7 @@ class LLMLoadPlugin:
             gevent.sleep(USERS_SAMPLE_S)
 
     def _on_test_stop(self, environment: Environment, **_kw: Any) -> None:
+        self.shared.stop()
         if self.mode == "worker":
             self._stop_background()
             payload = self._take_payload()
@@ -286,7 +293,7 @@ class LLMLoadPlugin:
         if prefix and rows:
             write_llm_stats(f"{prefix}_llm_stats.csv", rows)
         if rows and self.option("headless"):
-            print("\n" + format_summary(rows) + "\n", flush=True)
+            print("\n" + format_summary(rows, self.expected_hit_ratios()) + "\n", flush=True)
             if self.writer is not None:
                 print(f"llmload: {self.writer.rows_written} request rows in {self.writer.path}", flush=True)
 
@@ -301,6 +308,9 @@ class LLMLoadPlugin:
     def _on_report_to_master(self, client_id: str, data: dict[str, Any]) -> None:
         if self.pending_rows or self.stats._delta:
             data["llmload"] = self._take_payload()
+
+    def _on_processes(self, environment: Environment, msg: Any, **_kw: Any) -> None:
+        self.processes = max(1, int(msg.data["n"]))
 
     def _on_stop_request(self, environment: Environment, msg: Any, **_kw: Any) -> None:
         environment.runner.stop()  # its test_stop sends llmload_final once the users are done
@@ -324,6 +334,26 @@ class LLMLoadPlugin:
     def _on_final(self, environment: Environment, msg: Any, **_kw: Any) -> None:
         self._ingest(msg.node_id, msg.data or {})
         self._finals.add(msg.node_id)
+
+
+    def expected_hit_ratios(self) -> dict[str, float]:
+        """Per workload with prefix groups: the hit ratio its scenario file makes possible."""
+        from llmload.workload.scenario import ScenarioError, load_scenario_cached
+
+        out: dict[str, float] = {}
+        sources = {self.option("scenario")} | {getattr(c, "scenario", "") for c in self.env.user_classes}
+        for src in sources:
+            if not src or not str(src).endswith((".yaml", ".yml")):
+                continue
+            try:
+                spec = load_scenario_cached(src)
+            except ScenarioError:
+                continue
+            for w in spec.workloads:
+                ratio = w.expected_prefix_hit_ratio()
+                if ratio is not None:
+                    out[w.name] = ratio
+        return out
 
 
 def _first_model(host: str, api_key: str | None) -> str | None:

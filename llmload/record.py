@@ -44,6 +44,7 @@ CSV_COLUMNS = (
     "request_id", "start_time", "scenario", "status", "http_status", "ttft_ms", "ttft_visible_ms",
     "tpot_ms", "e2e_ms", "itl_max_ms", "prompt_tokens", "cached_tokens", "completion_tokens",
     "max_tokens", "token_source", "finish_reason", "users", "worker", "session_id", "turn", "error",
+    "scheduled_time", "requested_input_tokens",
 )
 
 
@@ -59,6 +60,8 @@ class RequestMeta:
     worker: int = 0
     session_id: str = ""
     turn: int | None = None
+    scheduled_time: float | None = None  # open-loop: when the arrival process wanted it sent (epoch s)
+    requested_input_tokens: int | None = None  # prompt length the workload asked for
 
 
 @dataclass(slots=True)
@@ -95,6 +98,7 @@ class RequestRecord:
             _r(self.ttft_ms), _r(self.ttft_visible_ms), _r(self.tpot_ms), _r(self.e2e_ms), _r(self.itl_max_ms),
             self.prompt_tokens, self.cached_tokens, self.completion_tokens, m.max_tokens, self.token_source,
             self.finish_reason, m.users, m.worker, m.session_id, m.turn, self.error,
+            None if m.scheduled_time is None else round(m.scheduled_time, 6), m.requested_input_tokens,
         )
 
 

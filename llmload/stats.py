@@ -26,7 +26,7 @@ AGGREGATED = "Aggregated"
 
 class ScenarioStats:
     __slots__ = ("hist", "status_counts", "output_tokens", "prompt_tokens", "cached_tokens", "first_start",
-                 "last_end")
+                 "last_end", "requested_input", "reported_input", "compared")
 
     def __init__(self) -> None:
         self.hist = {m: Histogram() for m in METRICS}
@@ -36,6 +36,10 @@ class ScenarioStats:
         self.cached_tokens = 0
         self.first_start = math.inf
         self.last_end = -math.inf
+        # requested vs reported prompt length, over ok requests that know both
+        self.requested_input = 0
+        self.reported_input = 0
+        self.compared = 0
 
     def add(self, rec: RequestRecord) -> None:
         st = rec.status
@@ -51,6 +55,10 @@ class ScenarioStats:
         self.output_tokens += rec.completion_tokens or 0
         self.prompt_tokens += rec.prompt_tokens or 0
         self.cached_tokens += rec.cached_tokens or 0
+        if rec.meta.requested_input_tokens is not None and rec.prompt_tokens is not None:
+            self.requested_input += rec.meta.requested_input_tokens
+            self.reported_input += rec.prompt_tokens
+            self.compared += 1
         h = self.hist
         for name, value in (("ttft", rec.ttft_ms), ("ttft_visible", rec.ttft_visible_ms), ("tpot", rec.tpot_ms),
                             ("itl_max", rec.itl_max_ms), ("e2e", rec.e2e_ms)):
@@ -69,6 +77,9 @@ class ScenarioStats:
         self.cached_tokens += other.cached_tokens
         self.first_start = min(self.first_start, other.first_start)
         self.last_end = max(self.last_end, other.last_end)
+        self.requested_input += other.requested_input
+        self.reported_input += other.reported_input
+        self.compared += other.compared
 
     @property
     def requests(self) -> int:
@@ -82,7 +93,8 @@ class ScenarioStats:
         return {
             "h": {m: self.hist[m].to_wire() for m in METRICS if self.hist[m]},
             "s": self.status_counts,
-            "t": [self.output_tokens, self.prompt_tokens, self.cached_tokens],
+            "t": [self.output_tokens, self.prompt_tokens, self.cached_tokens, self.requested_input,
+                  self.reported_input, self.compared],
             "w": [self.first_start if self.requests else None, self.last_end if self.requests else None],
         }
 
@@ -92,7 +104,8 @@ class ScenarioStats:
         for m, h in data["h"].items():
             s.hist[m] = Histogram.from_wire(h)
         s.status_counts = dict(data["s"])
-        s.output_tokens, s.prompt_tokens, s.cached_tokens = data["t"]
+        (s.output_tokens, s.prompt_tokens, s.cached_tokens, s.requested_input, s.reported_input,
+         s.compared) = data["t"]
         if data["w"][0] is not None:
             s.first_start, s.last_end = data["w"]
         return s
@@ -116,6 +129,9 @@ class ScenarioStats:
             "cached_tokens": self.cached_tokens,
             "output_tps": round(self.output_tokens / duration, 3) if duration else None,
             "total_tps": round((self.output_tokens + self.prompt_tokens) / duration, 3) if duration else None,
+            "cache_hit_ratio": round(self.cached_tokens / self.prompt_tokens, 4) if self.prompt_tokens else None,
+            "requested_input_tokens_mean": round(self.requested_input / self.compared, 2) if self.compared else None,
+            "prompt_tokens_mean": round(self.reported_input / self.compared, 2) if self.compared else None,
         })
         for m in METRICS:
             h = self.hist[m]
@@ -180,8 +196,9 @@ class LLMStats:
         self._delta.clear()
 
 
-def format_summary(rows: list[dict[str, Any]]) -> str:
-    """The end-of-run table printed by headless runs."""
+def format_summary(rows: list[dict[str, Any]], expected_hit_ratio: dict[str, float] | None = None) -> str:
+    """The end-of-run table printed by headless runs (``expected_hit_ratio``: per scenario, what
+    its prefix groups make possible)."""
     def f(v: Any, nd: int = 1) -> str:
         return "-" if v is None else (f"{v:.{nd}f}" if isinstance(v, float) else str(v))
 
@@ -205,4 +222,17 @@ def format_summary(rows: list[dict[str, Any]]) -> str:
                 errors[st] = errors.get(st, 0) + r[st]
     if errors:
         lines.append("by status: " + ", ".join(f"{k} {v}" for k, v in errors.items()))
+    for r in rows:
+        if r["scenario"] == AGGREGATED:
+            continue
+        parts = []
+        if r.get("requested_input_tokens_mean") is not None:
+            parts.append(f"input tokens requested {r['requested_input_tokens_mean']:.1f} vs server-reported "
+                         f"{r['prompt_tokens_mean']:.1f} (mean)")
+        if r.get("cached_tokens"):
+            exp = (expected_hit_ratio or {}).get(r["scenario"])
+            parts.append(f"prefix-cache hit ratio {r['cache_hit_ratio']:.3f} (cached ÷ prompt tokens)"
+                         + (f", at most {exp:.3f} expected from the scenario" if exp is not None else ""))
+        if parts:
+            lines.append(f"{r['scenario']}: " + "; ".join(parts))
     return "\n".join(lines)

@@ -16,26 +16,44 @@ the class attributes.
 from __future__ import annotations
 
 import itertools
+import os
+import random
+import re
+import sys
 from typing import Any
 
+import gevent
+import gevent.lock
 from locust import User, constant, task
 
 from llmload.plugin import ENDPOINTS, api_key_from_env, get_plugin
 from llmload.protocol import encode_body
 from llmload.record import RequestMeta, RequestRecord
 from llmload.transport import FastTransport, OpenAITransport
+from llmload.workload.arrival import ArrivalGate
 from llmload.workload.base import LLMRequest, Workload
+from llmload.workload.builder import ScenarioWorkload, stable_seed
+from llmload.workload.distributions import parse_distribution
+from llmload.workload.scenario import ScenarioSpec, WorkloadSpec, load_scenario_cached
 from llmload.workload.synthetic import LengthRange, SyntheticChat
 
 _user_numbers = itertools.count()
 
 
 class LLMUser(User):
-    """Streams chat completions; subclass it and set the class attributes you need."""
+    """Streams chat completions; subclass it and set the class attributes you need.
+
+    ``scenario`` is either a plain name (a synthetic chat workload sized by ``input_tokens`` and
+    ``output_tokens``) or a scenario YAML file (``scenarios/rag.yaml``: relative to the current
+    directory or to the locustfile). ``workload`` picks one workload of a file with several;
+    without it each user draws one by weight (use :func:`users_from_scenario` to get one Locust
+    class per workload instead).
+    """
 
     abstract = True
     wait_time = constant(0)
-    scenario: str = "chat"  # the name rows and stats carry
+    scenario: str = "chat"
+    workload: str | None = None
     endpoint: str = "chat"  # "chat" or "completions"
     model: str | None = None
     input_tokens: int | str = 256
@@ -47,15 +65,23 @@ class LLMUser(User):
         super().__init__(environment)
         self.plugin = get_plugin(environment)
         self.transport: FastTransport | OpenAITransport | None = None
-        self.workload: Workload | None = None
+        self.source: Workload | None = None
         self.user_number = next(_user_numbers)
+        self.scenario_name = self.scenario
+        self._cap: gevent.lock.Semaphore | None = None
+        self._gate: ArrivalGate | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
     def on_start(self) -> None:
         if not self.host:
             raise ValueError("llmload: no server address; pass --host http://HOST:PORT (or set `host` on the user)")
         plugin = self.plugin
-        endpoint = plugin.option("endpoint") or self.endpoint
+        scenario = plugin.option("scenario") or self.scenario
+        spec = None
+        if is_scenario_file(scenario):
+            scenario_spec = load_scenario_cached(resolve_path(scenario, type(self)))
+            spec = self._pick_workload(scenario_spec)
+        endpoint = plugin.option("endpoint") or (spec.endpoint if spec else self.endpoint)
         if endpoint not in ENDPOINTS:
             raise ValueError(f"llmload: endpoint {endpoint!r}: expected one of {', '.join(ENDPOINTS)}")
         api_key = api_key_from_env()
@@ -63,8 +89,21 @@ class LLMUser(User):
         cls = OpenAITransport if kind == "openai" else FastTransport
         self.transport = cls(self.host, ENDPOINTS[endpoint], api_key=api_key,
                              timeout=float(plugin.option("request_timeout", 600.0)))
-        self.workload = self.make_workload(model=self.model or plugin.resolve_model(self.host, api_key),
-                                           chat=endpoint == "chat")
+        model = plugin.option("model") or (spec.model if spec and spec.model else None) or self.model \
+            or plugin.resolve_model(self.host, api_key)
+        if spec is None:
+            self.source = self.make_workload(model=model, chat=endpoint == "chat")
+        else:
+            self.scenario_name = spec.name
+            self.source = self._scenario_workload(scenario_spec, spec, model, endpoint)
+            shared = plugin.shared
+            if spec.max_concurrent:
+                self._cap = shared.semaphore(("concurrent", spec.name), spec.max_concurrent)
+            if spec.arrival.mode == "open":
+                self._gate = shared.gate(spec.name, spec.arrival, stable_seed(scenario_spec.seed, spec.name,
+                                                                            plugin.worker_index))
+                if spec.arrival.max_in_flight:
+                    self._cap = shared.semaphore(("in_flight", spec.name), spec.arrival.max_in_flight)
         try:
             # Open the connection now: a first wave of users that connects inside its first
             # request measures TCP setup as TTFT (../shared/HOTPATH.md).
@@ -77,7 +116,8 @@ class LLMUser(User):
             self.transport.close()
 
     def make_workload(self, model: str, chat: bool) -> Workload:
-        """The request source; the synthetic default honours --input-tokens/--output-tokens."""
+        """The request source when ``scenario`` is a plain name: synthetic chat sized by
+        --input-tokens/--output-tokens or the class attributes. Override for your own."""
         p = self.plugin
         return SyntheticChat(
             scenario=p.option("scenario") or self.scenario,
@@ -89,6 +129,32 @@ class LLMUser(User):
             chat=chat,
         )
 
+    def _pick_workload(self, scenario: ScenarioSpec) -> WorkloadSpec:
+        name = self.workload
+        if name:
+            return scenario.workload(name)
+        if len(scenario.workloads) == 1:
+            return scenario.workloads[0]
+        rng = random.Random(self.seed())
+        return rng.choices(scenario.workloads, weights=[w.weight for w in scenario.workloads])[0]
+
+    def _scenario_workload(self, scenario: ScenarioSpec, spec: WorkloadSpec, model: str,
+                           endpoint: str) -> ScenarioWorkload:
+        p = self.plugin
+        shared = p.shared
+        overrides = {}
+        for key in ("input_tokens", "output_tokens"):
+            text = p.option(key)
+            if text:
+                overrides[key] = parse_distribution(text, f"--{key.replace('_', '-')}", minimum=1 if
+                                                    key == "output_tokens" else 0)
+        return ScenarioWorkload(
+            spec, scenario_seed=scenario.seed, user_seed=self.seed(), model=model,
+            text=shared.text_source(scenario.seed + p.worker_index, scenario.tokenizer),
+            prefixes=shared.prefix_pool(scenario, spec),
+            conversations=shared.conversations(spec) if spec.dataset is not None else None,
+            ignore_eos=True if p.option("ignore_eos") else None, endpoint=endpoint, **overrides)
+
     def seed(self) -> int:
         """Reproducible and different per worker and per user: (seed, worker index, user number)."""
         return (int(self.plugin.option("seed", 0)) * 1_000_003 + self.plugin.worker_index) * 100_003 + self.user_number
@@ -96,12 +162,19 @@ class LLMUser(User):
     # -- the task --------------------------------------------------------------------------------
     @task
     def generate(self) -> None:
-        assert self.workload is not None
-        request = self.workload.next_request()
-        rec = self.send(request)
-        self.workload.on_reply(request, rec.text, rec.ok)
+        assert self.source is not None
+        request = self.source.next_request()
+        if request.wait_s > 0:
+            gevent.sleep(request.wait_s)  # think time between the turns of a session
+        scheduled = self._gate.take() if self._gate is not None else None
+        if self._cap is not None:
+            with self._cap:
+                rec = self.send(request, scheduled)
+        else:
+            rec = self.send(request, scheduled)
+        self.source.on_reply(request, rec.text, rec.ok)
 
-    def send(self, request: LLMRequest) -> RequestRecord:
+    def send(self, request: LLMRequest, scheduled_time: float | None = None) -> RequestRecord:
         """Stream one request and record it (also when the test cuts it off)."""
         assert self.transport is not None
         runner = self.environment.runner
@@ -114,6 +187,8 @@ class LLMUser(User):
             worker=self.plugin.worker_index,
             session_id=request.session_id,
             turn=request.turn,
+            scheduled_time=scheduled_time,
+            requested_input_tokens=request.input_tokens,
         )
         rec = self.transport.stream(encode_body(request.body()), meta, want_text=request.want_text,
                                     on_cancel=self.plugin.record)
@@ -126,3 +201,47 @@ class LLMCompletionsUser(LLMUser):
 
     abstract = True
     endpoint = "completions"
+
+
+def is_scenario_file(scenario: str) -> bool:
+    return scenario.endswith((".yaml", ".yml"))
+
+
+def resolve_path(path: str, user_class: type) -> str:
+    """A scenario path as given, else relative to the locustfile, else to its parent directory."""
+    if os.path.isabs(path) or os.path.exists(path):
+        return path
+    module = sys.modules.get(user_class.__module__)
+    here = os.path.dirname(os.path.abspath(getattr(module, "__file__", "") or "."))
+    for base in (here, os.path.dirname(here)):
+        candidate = os.path.join(base, path)
+        if os.path.exists(candidate):
+            return candidate
+    return path  # load_scenario reports it missing
+
+
+def users_from_scenario(path: str, base: type[LLMUser] = LLMUser, **attrs: Any) -> dict[str, type[LLMUser]]:
+    """One Locust user class per workload of a scenario file, weighted as the file says, so each
+    keeps its own rows, SLOs and report section::
+
+        globals().update(users_from_scenario("scenarios/mixed.yaml"))
+    """
+    frame = sys._getframe(1)
+    here = os.path.dirname(os.path.abspath(frame.f_globals.get("__file__", ".")))
+    resolved = path
+    if not os.path.isabs(path) and not os.path.exists(path):
+        for b in (here, os.path.dirname(here)):
+            if os.path.exists(os.path.join(b, path)):
+                resolved = os.path.join(b, path)
+                break
+    spec = load_scenario_cached(resolved)
+    smallest = min(w.weight for w in spec.workloads)
+    classes: dict[str, type[LLMUser]] = {}
+    for w in spec.workloads:
+        name = "".join(part.capitalize() for part in re.split(r"[^0-9A-Za-z]+", w.name) if part) + "User"
+        classes[name] = type(name, (base,), {
+            "abstract": False, "scenario": resolved, "workload": w.name,
+            "weight": max(1, round(w.weight / smallest)), "__module__": frame.f_globals.get("__name__", __name__),
+            **attrs,
+        })
+    return classes

@@ -175,7 +175,8 @@ def render_html(bl: list[Block], charts: dict[str, bytes | None]) -> str:
         if b.rows:
             head = "".join(f"<th>{html.escape(h)}</th>" for h in b.header)
             body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in b.rows)
-            parts.append(f"<table><tr>{head}</tr>{body}</table>")
+            head_row = f"<tr>{head}</tr>" if any(b.header) else ""  # key/value tables need no header
+            parts.append(f"<table>{head_row}{body}</table>")
         png = charts.get(b.chart) if b.chart else None
         if png:
             parts.append(f"<img alt='{b.chart}' src='data:image/png;base64,{base64.b64encode(png).decode()}'>")

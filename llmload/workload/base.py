@@ -23,6 +23,7 @@ class LLMRequest:
     turn: int | None = None
     want_text: bool = False  # keep the reply's text (multi-turn history)
     input_tokens: int | None = None  # what the workload asked for, to compare with prompt_tokens
+    wait_s: float = 0.0  # think time before sending (turns after the first of a session)
 
     def body(self) -> dict[str, Any]:
         if self.messages is not None:

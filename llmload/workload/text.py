@@ -3,6 +3,10 @@
 Every word in ``WORDS`` is a common lowercase English word that Llama-3, Qwen2.5 and GPT-4o
 (cl100k/o200k) tokenizers encode as a single token when preceded by a space, so a prompt of
 N words is close to N tokens for them (and exactly N for `llmload mock`, which counts words).
+
+:class:`TextSource` builds a random corpus once per process and cuts prompts out of it, so a
+prompt of any length costs a string slice, not N random draws
+(benchmarks/workload_cost.py measures it).
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ WORDS = (
     "air question making office brought whose special heard major problems ago became federal"
 ).split()
 
+CORPUS_WORDS = 1 << 16
+
 
 def words(rng: random.Random, n: int) -> str:
     """``n`` words drawn at random: a text of about ``n`` tokens."""
@@ -47,3 +53,86 @@ def unique_text(rng: random.Random, n: int, tag: str) -> str:
     if n <= 0:
         return ""
     return tag + " " + words(rng, n - 1) if n > 1 else tag
+
+
+class TextSource:
+    """Random text of an exact word count, cut from a corpus built once.
+
+    Usage::
+
+        src = TextSource(seed=1)
+        src.text(rng, 500, tag="u3n17")   # 500 words, the first being the tag
+    """
+
+    def __init__(self, seed: int, corpus_words: int = CORPUS_WORDS) -> None:
+        r = random.Random(seed)
+        self.corpus = " ".join(r.choices(WORDS, k=corpus_words)) + " "
+        starts = [0]
+        find = self.corpus.find
+        pos = find(" ")
+        while pos >= 0 and len(starts) < corpus_words:
+            starts.append(pos + 1)
+            pos = find(" ", pos + 1)
+        self.starts = starts
+        self.n = len(starts)
+
+    def span(self, rng: random.Random, n: int) -> str:
+        """``n`` consecutive corpus words from a random place (wrapping round)."""
+        if n <= 0:
+            return ""
+        parts = []
+        left = n
+        i = rng.randrange(self.n)
+        corpus, starts, total = self.corpus, self.starts, self.n
+        while left > 0:
+            take = min(left, total - i)
+            end = starts[i + take] if i + take < total else len(corpus)
+            parts.append(corpus[starts[i]:end])
+            left -= take
+            i = 0
+        return "".join(parts)[:-1]
+
+    def text(self, rng: random.Random, n: int, tag: str = "") -> str:
+        if n <= 0:
+            return ""
+        if not tag:
+            return self.span(rng, n)
+        return tag if n == 1 else tag + " " + self.span(rng, n - 1)
+
+
+def count_words(text: str) -> int:
+    return len(text.split())
+
+
+class TokenizedTextSource(TextSource):
+    """Like TextSource, but lengths are exact in a local tokenizer's tokens (``tokenizer:`` in
+    the scenario, a tokenizer.json read with the ``tokenizers`` package; nothing is downloaded)."""
+
+    def __init__(self, seed: int, tokenizer_path: str) -> None:
+        try:
+            from tokenizers import Tokenizer
+        except ImportError:
+            raise ValueError(f"tokenizer {tokenizer_path}: the 'tokenizers' package is not installed "
+                             "(pip install tokenizers), or remove tokenizer: from the scenario") from None
+        super().__init__(seed)
+        self.tokenizer = Tokenizer.from_file(tokenizer_path)
+
+    def count(self, text: str) -> int:
+        return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def text(self, rng: random.Random, n: int, tag: str = "") -> str:
+        if n <= 0:
+            return ""
+        words_n = n
+        out = super().text(rng, words_n, tag)
+        for _ in range(6):  # converges in 1-2 steps: most words are one token
+            got = self.count(out)
+            if got == n:
+                break
+            words_n = max(1, words_n + (n - got))
+            parts = out.split(" ")
+            if words_n <= len(parts):
+                out = " ".join(parts[:words_n])
+            else:
+                out = out + " " + self.span(rng, words_n - len(parts))
+        return out
