@@ -16,10 +16,12 @@ the class attributes.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import random
 import re
 import sys
+from fractions import Fraction
 from typing import Any
 
 import gevent
@@ -220,6 +222,15 @@ def resolve_path(path: str, user_class: type) -> str:
     return path  # load_scenario reports it missing
 
 
+def integer_weights(weights: list[float]) -> list[int]:
+    """Locust wants whole weights: the smallest whole numbers in the same ratio (to 1/100)."""
+    fractions = [Fraction(w).limit_denominator(100) for w in weights]
+    scale = math.lcm(*(f.denominator for f in fractions))
+    ints = [int(f * scale) for f in fractions]
+    g = math.gcd(*ints)
+    return [max(1, i // g) for i in ints]
+
+
 def users_from_scenario(path: str, base: type[LLMUser] = LLMUser, **attrs: Any) -> dict[str, type[LLMUser]]:
     """One Locust user class per workload of a scenario file, weighted as the file says, so each
     keeps its own rows, SLOs and report section::
@@ -235,13 +246,13 @@ def users_from_scenario(path: str, base: type[LLMUser] = LLMUser, **attrs: Any) 
                 resolved = os.path.join(b, path)
                 break
     spec = load_scenario_cached(resolved)
-    smallest = min(w.weight for w in spec.workloads)
+    weights = integer_weights([w.weight for w in spec.workloads])
     classes: dict[str, type[LLMUser]] = {}
-    for w in spec.workloads:
+    for w, weight in zip(spec.workloads, weights, strict=True):
         name = "".join(part.capitalize() for part in re.split(r"[^0-9A-Za-z]+", w.name) if part) + "User"
         classes[name] = type(name, (base,), {
             "abstract": False, "scenario": resolved, "workload": w.name,
-            "weight": max(1, round(w.weight / smallest)), "__module__": frame.f_globals.get("__name__", __name__),
+            "weight": weight, "__module__": frame.f_globals.get("__name__", __name__),
             **attrs,
         })
     return classes

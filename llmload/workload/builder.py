@@ -95,6 +95,7 @@ class ScenarioWorkload:
         self._turn = 0
         self._turns = 0
         self._history: list[dict[str, str]] = []
+        self._history_words = 0
         self._system: str | None = None
         self._conv: Conversation | None = None
 
@@ -116,9 +117,10 @@ class ScenarioWorkload:
         if not ok:
             self._turns = self._turn  # a failed turn ends the conversation: the next request starts anew
             return
-        self._history.append({"role": "user", "content": request.messages[-1]["content"]}
-                             if request.messages else {"role": "user", "content": request.prompt or ""})
+        user = request.messages[-1]["content"] if request.messages else (request.prompt or "")
+        self._history.append({"role": "user", "content": user})
         self._history.append({"role": "assistant", "content": text})
+        self._history_words += len(user.split()) + len(text.split())
 
     # -- internals ------------------------------------------------------------------------------
     def _user_text(self, n: int) -> str:
@@ -159,16 +161,19 @@ class ScenarioWorkload:
             if conv.system and not system:
                 system, n_sys = [{"role": "system", "content": conv.system}], len(conv.system.split())
             text, reply = turn.text, turn.reply_words
+            n_user = len(text.split())
         else:
-            text, reply = self._user_text(int(self.input_tokens.sample(self.rng))), None
+            n_user = max(1, int(self.input_tokens.sample(self.rng)))
+            text, reply = self._user_text(n_user), None  # exactly n_user words: no need to count them
         return self._request([*system, {"role": "user", "content": text}], self._max_tokens(reply),
-                             n_sys + len(text.split()))
+                             n_sys + n_user)
 
     def _start_session(self) -> None:
         self._sessions += 1
         self._sid = f"{self._tag}-{self._sessions}"
         self._turn = 0
         self._history = []
+        self._history_words = 0
         system, _ = self._system_message()
         self._system = system[0]["content"] if system else None
         if self.conversations is not None:
@@ -188,11 +193,13 @@ class ScenarioWorkload:
         if self._conv is not None:
             t = self._conv.turns[self._turn - 1]
             text, reply = t.text, t.reply_words
+            n_user = len(text.split())
         else:
-            text, reply = self._user_text(int(self.input_tokens.sample(self.rng))), None
+            n_user = max(1, int(self.input_tokens.sample(self.rng)))
+            text, reply = self._user_text(n_user), None
         messages = ([{"role": "system", "content": self._system}] if self._system else []) + self._history + [
             {"role": "user", "content": text}]
-        words_in = sum(len(m["content"].split()) for m in messages)
+        words_in = self._history_words + n_user + (len(self._system.split()) if self._system else 0)
         think = 0.0
         if self._turn > 1 and self.spec.session is not None:
             think = float(self.spec.session.think_time_s.sample(self.rng))

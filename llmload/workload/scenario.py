@@ -156,7 +156,7 @@ def _keys(ctx: _Ctx, d: Any, path: str, known: set[str]) -> dict:
         raise ctx.error(path, f"expected a mapping, got {type(d).__name__}")
     for k in d:
         if k not in known:
-            raise ctx.error(f"{path}.{k}", f"unknown key (known: {', '.join(sorted(known))})")
+            raise ctx.error(f"{path}.{k}" if path else k, f"unknown key (known: {', '.join(sorted(known))})")
     return d
 
 
@@ -324,7 +324,7 @@ def parse_scenario(text: str, path: str = "<scenario>", base_dir: str = ".") -> 
     if node is None:
         raise ScenarioError(f"{path}: the file is empty; expected a mapping with workloads:")
     raw = _to_python(node, "", lines)
-    raw = _keys(ctx, raw, "(top level)", {"seed", "defaults", "workloads", "tokenizer", "description"})
+    raw = _keys(ctx, raw, "", {"seed", "defaults", "workloads", "tokenizer", "description"})
     seed = _int(ctx, raw, "seed", "", default=0, minimum=0)
     defaults = raw.get("defaults") or {}
     _keys(ctx, defaults, "defaults", WORKLOAD_KEYS - {"weight"})

@@ -80,10 +80,12 @@ class TextSource:
         """``n`` consecutive corpus words from a random place (wrapping round)."""
         if n <= 0:
             return ""
+        corpus, starts, total = self.corpus, self.starts, self.n
+        i = rng.randrange(total)
+        if i + n < total:  # the usual case: one slice, without its trailing space
+            return corpus[starts[i]:starts[i + n] - 1]
         parts = []
         left = n
-        i = rng.randrange(self.n)
-        corpus, starts, total = self.corpus, self.starts, self.n
         while left > 0:
             take = min(left, total - i)
             end = starts[i + take] if i + take < total else len(corpus)
