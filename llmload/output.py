@@ -55,3 +55,36 @@ def write_llm_stats(path: str, rows: list[dict[str, Any]]) -> None:
         w.writeheader()
         w.writerows(rows)
     os.replace(tmp, path)
+
+
+HISTORY_COLUMNS = (
+    "time", "scenario", "users", "in_flight", "window_s", "requests", "ok", "errors", "rps", "output_tps",
+    "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "itl_p50_ms",
+    "itl_p95_ms", "itl_p99_ms", "worst_stall_ms", "cache_hit_ratio", "errors_by_status", "client_cpu_max",
+    "client_lag_p99_ms_max", "client_limited",
+)
+
+
+class HistoryCsv:
+    """PREFIX_llm_history.csv: one row per scenario per interval over the live window."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        new = not os.path.exists(path) or os.path.getsize(path) == 0
+        self._file: IO[str] | None = open(path, "a", newline="", encoding="utf-8")  # noqa: SIM115
+        self._csv = csv.writer(self._file)
+        if new:
+            self._csv.writerow(HISTORY_COLUMNS)
+
+    def write(self, rows: list[dict[str, Any]]) -> None:
+        if self._file is None:
+            return
+        for r in rows:
+            errors = ";".join(f"{k}:{v}" for k, v in sorted(r.get("errors_by_status", {}).items()))
+            self._csv.writerow([errors if c == "errors_by_status" else r.get(c) for c in HISTORY_COLUMNS])
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None

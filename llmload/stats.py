@@ -17,11 +17,15 @@ import math
 from typing import Any
 
 from llmload.histogram import Histogram
-from llmload.record import OK, STATUSES, RequestRecord
+from llmload.record import CSV_COLUMNS, OK, STATUSES, RequestRecord
 
 METRICS = ("ttft", "ttft_visible", "tpot", "itl", "itl_max", "e2e")
 QUANTILES = (("median", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0))
 AGGREGATED = "Aggregated"
+(_START, _STATUS, _TTFT, _TTFT_VIS, _TPOT, _E2E, _ITL_MAX, _PROMPT, _CACHED, _COMPLETION, _REQUESTED) = (
+    CSV_COLUMNS.index(c) for c in ("start_time", "status", "ttft_ms", "ttft_visible_ms", "tpot_ms", "e2e_ms",
+                                   "itl_max_ms", "prompt_tokens", "cached_tokens", "completion_tokens",
+                                   "requested_input_tokens"))
 
 
 class ScenarioStats:
@@ -42,30 +46,40 @@ class ScenarioStats:
         self.compared = 0
 
     def add(self, rec: RequestRecord) -> None:
-        st = rec.status
+        self.add_values(rec.status, rec.meta.start_time, rec.ttft_ms, rec.ttft_visible_ms, rec.tpot_ms, rec.e2e_ms,
+                        rec.itl_max_ms, rec.prompt_tokens, rec.cached_tokens, rec.completion_tokens,
+                        rec.meta.requested_input_tokens)
+        if rec.status == OK and rec.itl_ms:
+            self.hist["itl"].record_many(rec.itl_ms)
+
+    def add_row(self, row: tuple) -> None:
+        """Account a PREFIX_requests.csv row (tuple in CSV_COLUMNS order; no per-chunk ITL)."""
+        self.add_values(row[_STATUS], row[_START], row[_TTFT], row[_TTFT_VIS], row[_TPOT], row[_E2E], row[_ITL_MAX],
+                        row[_PROMPT], row[_CACHED], row[_COMPLETION], row[_REQUESTED])
+
+    def add_values(self, st: str, start: float, ttft: float | None, ttft_visible: float | None, tpot: float | None,
+                   e2e: float | None, itl_max: float | None, prompt: int | None, cached: int | None,
+                   completion: int | None, requested: int | None) -> None:
         self.status_counts[st] = self.status_counts.get(st, 0) + 1
-        start = rec.meta.start_time
         if start < self.first_start:
             self.first_start = start
-        end = start + (rec.e2e_ms or 0.0) / 1000.0
+        end = start + (e2e or 0.0) / 1000.0
         if end > self.last_end:
             self.last_end = end
         if st != OK:
             return
-        self.output_tokens += rec.completion_tokens or 0
-        self.prompt_tokens += rec.prompt_tokens or 0
-        self.cached_tokens += rec.cached_tokens or 0
-        if rec.meta.requested_input_tokens is not None and rec.prompt_tokens is not None:
-            self.requested_input += rec.meta.requested_input_tokens
-            self.reported_input += rec.prompt_tokens
+        self.output_tokens += completion or 0
+        self.prompt_tokens += prompt or 0
+        self.cached_tokens += cached or 0
+        if requested is not None and prompt is not None:
+            self.requested_input += requested
+            self.reported_input += prompt
             self.compared += 1
         h = self.hist
-        for name, value in (("ttft", rec.ttft_ms), ("ttft_visible", rec.ttft_visible_ms), ("tpot", rec.tpot_ms),
-                            ("itl_max", rec.itl_max_ms), ("e2e", rec.e2e_ms)):
+        for name, value in (("ttft", ttft), ("ttft_visible", ttft_visible), ("tpot", tpot), ("itl_max", itl_max),
+                            ("e2e", e2e)):
             if value is not None:
                 h[name].record(value)
-        if rec.itl_ms:
-            h["itl"].record_many(rec.itl_ms)
 
     def merge(self, other: ScenarioStats) -> None:
         for m in METRICS:

@@ -192,8 +192,13 @@ class LLMUser(User):
             scheduled_time=scheduled_time,
             requested_input_tokens=request.input_tokens,
         )
-        rec = self.transport.stream(encode_body(request.body()), meta, want_text=request.want_text,
-                                    on_cancel=self.plugin.record)
+        body = encode_body(request.body())
+        in_flight = self.plugin.in_flight
+        in_flight[request.scenario] = in_flight.get(request.scenario, 0) + 1
+        try:
+            rec = self.transport.stream(body, meta, want_text=request.want_text, on_cancel=self.plugin.record)
+        finally:
+            in_flight[request.scenario] -= 1
         self.plugin.record(rec)
         return rec
 

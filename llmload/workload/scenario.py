@@ -108,6 +108,7 @@ class ScenarioSpec:
     seed: int
     workloads: tuple[WorkloadSpec, ...]
     tokenizer: str | None = None
+    shape: dict[str, Any] = field(default_factory=dict)  # load-shape settings (llmload.shapes reads them)
 
     def workload(self, name: str) -> WorkloadSpec:
         for w in self.workloads:
@@ -181,6 +182,8 @@ def _float(ctx: _Ctx, d: dict, key: str, path: str, default: Any = None, minimum
     return float(v)
 
 
+SHAPE_KEYS = {"steps", "step_seconds", "spawn_rate", "slo_stop_after_s", "slo_stop_action", "ramp_users",
+              "ramp_seconds", "ramp_hold_seconds", "rate_steps"}
 WORKLOAD_KEYS = {"weight", "endpoint", "model", "system_prompt", "sampling", "extra", "ignore_eos", "input_tokens",
                  "output_tokens", "prefix", "max_concurrent", "session", "dataset", "arrival", "slo"}
 
@@ -324,7 +327,8 @@ def parse_scenario(text: str, path: str = "<scenario>", base_dir: str = ".") -> 
     if node is None:
         raise ScenarioError(f"{path}: the file is empty; expected a mapping with workloads:")
     raw = _to_python(node, "", lines)
-    raw = _keys(ctx, raw, "", {"seed", "defaults", "workloads", "tokenizer", "description"})
+    raw = _keys(ctx, raw, "", {"seed", "defaults", "workloads", "tokenizer", "description", "shape"})
+    shape = _keys(ctx, raw.get("shape") or {}, "shape", SHAPE_KEYS)
     seed = _int(ctx, raw, "seed", "", default=0, minimum=0)
     defaults = raw.get("defaults") or {}
     _keys(ctx, defaults, "defaults", WORKLOAD_KEYS - {"weight"})
@@ -339,7 +343,7 @@ def parse_scenario(text: str, path: str = "<scenario>", base_dir: str = ".") -> 
         tokenizer = tokenizer if os.path.isabs(tokenizer) else os.path.join(base_dir, tokenizer)
         if not os.path.exists(tokenizer):
             raise ctx.error("tokenizer", f"no such file {tokenizer}")
-    return ScenarioSpec(path=path, seed=seed, workloads=specs, tokenizer=tokenizer)
+    return ScenarioSpec(path=path, seed=seed, workloads=specs, tokenizer=tokenizer, shape=dict(shape))
 
 
 def load_scenario(path: str) -> ScenarioSpec:

@@ -19,8 +19,9 @@ from llmload.workload.text import TextSource, TokenizedTextSource
 
 
 class SharedState:
-    def __init__(self, processes: Callable[[], int]) -> None:
+    def __init__(self, processes: Callable[[], int], rate_override: Callable[[], float | None]) -> None:
         self._processes = processes  # how many worker processes share an open-loop rate
+        self._rate_override = rate_override  # the arrival-rate ladder's current rate, if one runs
         self._text: dict[tuple[int, str | None], TextSource] = {}
         self._prefixes: dict[tuple[str, str], PrefixPool] = {}
         self._datasets: dict[str, list[Conversation]] = {}
@@ -61,8 +62,11 @@ class SharedState:
     def gate(self, name: str, arrival: ArrivalSpec, seed: int) -> ArrivalGate:
         g = self.gates.get(name)
         if g is None:
-            rate = arrival.rate
-            g = self.gates[name] = ArrivalGate(lambda: rate / max(1, self._processes()), arrival.burstiness, seed)
+            def rate() -> float:
+                ladder = self._rate_override()
+                return (arrival.rate if ladder is None else ladder) / max(1, self._processes())
+
+            g = self.gates[name] = ArrivalGate(rate, arrival.burstiness, seed)
         return g
 
     def stop(self) -> None:
