@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint demo bench clean
+.PHONY: venv test lint demo bench clean browser-deps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,15 @@ venv: $(STAMP)
 lint: venv
 	$(VENV)/bin/ruff check llmload tests benchmarks locustfiles
 
-test: lint
+# The web UI test drives Debian's chromium through chromedriver; install both when missing.
+browser-deps:
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	  else echo "make test: chromium/chromedriver missing and not root: the browser test is skipped"; fi; \
+	fi
+
+test: lint browser-deps
 	$(PY) -m pytest -q
 
 demo: venv
@@ -26,6 +34,8 @@ demo: venv
 bench: venv
 	$(PY) benchmarks/mock_capacity.py
 	$(PY) benchmarks/client_overhead.py
+	$(PY) benchmarks/workload_cost.py
+	$(PY) benchmarks/report_scale.py
 
 clean:
 	rm -rf $(VENV) reports/demo .pytest_cache .ruff_cache

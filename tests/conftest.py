@@ -1,16 +1,24 @@
-"""Shared fixtures: a live `llmload mock` in its own process, on a free port of 127.0.0.1."""
+"""Shared fixtures: a live `llmload mock` in its own process, on a free port of 127.0.0.1.
+
+The test process is monkey-patched by gevent up front, as Locust does to every process that
+imports it: some tests import Locust, and a process half patched mid-run misbehaves.
+"""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from gevent import monkey
 
-import pytest
+monkey.patch_all()
+
+import json  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+
+import pytest  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -76,6 +76,7 @@ def test_local_run_writes_every_row_and_the_summary(mock, tmp_path):
     check_against_log(rows, mock, expect_users=8)
     assert (rows["status"] == "ok").all()  # --stop-timeout let every stream finish
     assert "LLM summary" in res.stdout and "TTFT p50" in res.stdout
+    assert "client: not limited" in res.stdout
     stats = pd.read_csv(f"{prefix}_llm_stats.csv")
     assert stats.loc[0, "scenario"] == "chat" and stats.loc[0, "requests"] == len(rows)
     assert 30.0 <= stats.loc[0, "median_ttft_ms"] < 45.0
