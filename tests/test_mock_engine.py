@@ -121,6 +121,21 @@ def test_prefix_cache_hit_skips_the_shared_prefill_and_reports_cached_tokens():
     assert third.cached_tokens == 0
 
 
+def test_an_idle_engine_batches_requests_that_arrive_within_its_schedule_delay():
+    params = EngineParams(max_num_seqs=8, step_base_ms=10, step_per_seq_ms=0, step_per_prefill_token_ms=0,
+                          schedule_delay_ms=2.0)
+    e = BatchingEngine(params)
+    a = e.submit(EngineRequest(prompt_words=words(10, "a"), output_tokens=1), now=0.0)
+    assert e.next_event_time() == pytest.approx(0.002)
+    e.advance(0.001)  # too early: nothing starts
+    b = e.submit(EngineRequest(prompt_words=words(10, "b"), output_tokens=1), now=0.0015)
+    run_until_idle(e, now=0.0015)
+    assert a.first_token_time == b.first_token_time == pytest.approx(0.012)  # one prefill step for both
+    late = e.submit(EngineRequest(prompt_words=words(10, "c"), output_tokens=1), now=1.0)
+    run_until_idle(e, now=1.0)
+    assert late.first_token_time == pytest.approx(1.012)
+
+
 def test_prefix_hash_covers_the_whole_prefix():
     a = prompt_block_hashes(words(32, "x"))
     b = prompt_block_hashes(["y"] + words(32, "x")[1:])

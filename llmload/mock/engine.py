@@ -46,6 +46,7 @@ class EngineParams:
     step_per_prefill_token_ms: float = 0.02
     step_per_context_token_ms: float = 0.0
     api_overhead_ms: float = 0.0
+    schedule_delay_ms: float = 0.0  # an idle engine starts a step this long after a request is ready
     prefix_caching: bool = True
     chunked_prefill: bool = True
     max_model_len: int = 32768
@@ -56,7 +57,7 @@ class EngineParams:
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"engine parameter {name}: expected a positive integer, got {getattr(self, name)}")
         for name in ("step_base_ms", "step_per_seq_ms", "step_per_prefill_token_ms",
-                     "step_per_context_token_ms", "api_overhead_ms"):
+                     "step_per_context_token_ms", "api_overhead_ms", "schedule_delay_ms"):
             if float(getattr(self, name)) < 0:
                 raise ValueError(f"engine parameter {name}: expected a number >= 0, got {getattr(self, name)}")
         if self.step_base_ms + self.step_per_seq_ms <= 0:
@@ -274,8 +275,9 @@ class BatchingEngine(_EngineBase):
         now = self._now
         times = [s.held_until for s in self.running if s.held_until > now]
         if len(self.running) < self.params.max_num_seqs:
-            times += [s.ready_at for s in self.waiting if s.ready_at > now]
-            if any(s.ready_at <= now for s in self.waiting) and self._could_admit():
+            delay = self.params.schedule_delay_ms / 1000.0
+            times += [s.ready_at + delay for s in self.waiting if s.ready_at + delay > now]
+            if any(s.ready_at + delay <= now for s in self.waiting) and self._could_admit():
                 times.append(now)
         return min(times) if times else None
 
@@ -294,6 +296,15 @@ class BatchingEngine(_EngineBase):
             self._finish_step(out)
             start = end if now - end <= self.MAX_LAG_S else now
         else:
+            # Idle: the engine loop picks new requests up ``schedule_delay_ms`` after the first
+            # is ready, so requests arriving together are prefilled together (vLLM batches what
+            # reached its queue by the time its loop turns).
+            delay = self.params.schedule_delay_ms / 1000.0
+            ready = [s.ready_at for s in self.waiting if s.ready_at <= now]
+            decodable = any(s.held_until <= now for s in self.running)
+            if ready and not decodable and now < min(ready) + delay:
+                self._now = now
+                return out
             start = now
         self._now = now
         self._start_step(start, now)

@@ -1,7 +1,7 @@
 """Closed-loop runs of an engine on a virtual clock: how a profile behaves, without HTTP.
 
-Used to calibrate profiles and by the tests that pin them; the HTTP benchmark
-(`benchmarks/mock_capacity.py`) checks the same numbers over real sockets.
+Used to calibrate profiles and by the tests that pin them; `benchmarks/a800_table.py` checks
+the same table over real sockets.
 """
 
 from __future__ import annotations
