@@ -43,20 +43,31 @@ def _report(args: argparse.Namespace) -> int:
     from llmload.report.render import summary_text
 
     try:
+        slos = [parse_slo(s) for s in args.slo]
+        if args.scenario:
+            slos += scenario_slos(args.scenario)
         opts = ReportOptions(
-            slos=[parse_slo(s) for s in args.slo], warmup_s=args.warmup_s, gpu_hourly_usd=args.gpu_hourly_usd,
+            slos=slos, warmup_s=args.warmup_s, gpu_hourly_usd=args.gpu_hourly_usd,
             gpus_per_replica=args.gpus_per_replica, target_rps=args.target_rps,
             daily_requests=args.daily_requests, peak_factor=args.peak_factor, headroom=args.headroom,
             output_cost_weight=args.output_cost_weight)
         report = build_report(args.prefix, opts)
         out = args.out or os.path.dirname(os.path.abspath(report.source))
         paths = write_report(report, out)
-    except (ReportError, ValueError, OSError) as e:
+    except (ReportError, ValueError, OSError) as e:  # ScenarioError is a ValueError
         print(f"llmload report: {e}", file=sys.stderr)
         return 2
     print(summary_text(report))
     print("wrote " + ", ".join(paths))
     return 0
+
+
+def scenario_slos(path: str) -> list:
+    """Each workload's ``slo:`` in a scenario file, scoped to that workload."""
+    from llmload.report.slo import SLO
+    from llmload.workload.scenario import load_scenario
+
+    return [SLO(metric=m, limit=v, scenario=w.name) for w in load_scenario(path).workloads for m, v in w.slo.items()]
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -84,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", help="output directory (default: next to the CSVs)")
     rep.add_argument("--slo", action="append", default=[], metavar="[SCENARIO:]METRIC=VALUE",
                      help="e.g. ttft_p95_ms=2000, tpot_p95_ms=50, error_rate=0.01, rag:ttft_p95_ms=3000")
+    rep.add_argument("--scenario", metavar="FILE", help="also use the slo: of each workload in this scenario file "
+                     "(scoped to that workload)")
     rep.add_argument("--warmup-s", type=float, default=5.0, help="seconds after each user-count change not "
                      "measured (default 5)")
     rep.add_argument("--gpu-hourly-usd", type=float, help="price of one GPU-hour")

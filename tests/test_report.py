@@ -194,6 +194,25 @@ def test_bad_and_partial_input_give_clear_errors_or_warnings(tmp_path):
     write_report(rep, str(tmp_path / "empty_out"))  # still writes a report of what is there
 
 
+def test_slos_from_a_scenario_file_are_scoped_to_their_workloads(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    rows = [req(1000 + i * 0.5, 4, ttft=100.0 if i % 2 else 4000.0, scenario="rag") for i in range(60)]
+    prefix = write_csv(tmp_path / "s_requests.csv", rows)
+    res = subprocess.run([sys.executable, "-m", "llmload.cli", "report", prefix, "--scenario", "scenarios/rag.yaml",
+                          "--out", str(tmp_path / "o")], capture_output=True, text=True, cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    data = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert data["scenarios"]["rag"]["slos"] == ["rag:ttft_p95_ms=3000", "rag:tpot_p95_ms=60"]
+    assert data["scenarios"]["rag"]["steps"][0]["slo_met"] is False  # half the requests take 4 s
+    bad = subprocess.run([sys.executable, "-m", "llmload.cli", "report", prefix, "--scenario", "nope.yaml"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 2 and "nope.yaml" in bad.stderr
+
+
 def test_slo_parsing():
     s = parse_slo("rag:tpot_p99.9_ms=50")
     assert (s.scenario, s.metric, s.limit, s.field, s.stat) == ("rag", "tpot_p99.9_ms", 50.0, "tpot_ms", "p99.9")

@@ -179,7 +179,9 @@ def build_report(prefix: str, opts: ReportOptions | None = None) -> Report:
     if unknown:
         warnings.append(f"SLO(s) for scenario(s) {', '.join(unknown)} that the run does not have: "
                         f"the run has {', '.join(scenario_names)}")
-    overall = _section("all", df, slos_for(opts.slos, None), opts, notes)
+    # A run of one scenario is that scenario: its scoped SLOs apply to the whole run too.
+    scope = scenario_names[0] if len(scenario_names) == 1 else None
+    overall = _section("all", df, slos_for(opts.slos, scope), opts, notes)
     scenarios = {}
     if len(scenario_names) > 1:
         for name in scenario_names:
