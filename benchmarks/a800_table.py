@@ -17,13 +17,14 @@ monkey.patch_all()
 import argparse  # noqa: E402
 import os  # noqa: E402
 import statistics  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 
 import gevent  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, ROOT)
 
+from llmload.mock.launch import port_of, start_mock_process  # noqa: E402
 from llmload.protocol import chat_body, encode_body  # noqa: E402
 from llmload.record import RequestMeta  # noqa: E402
 from llmload.transport import FastTransport  # noqa: E402
@@ -32,18 +33,6 @@ TABLE = {1: (46.8, 45.0, 20.7), 2: (84.2, 45.0, 21.5), 4: (164.4, 54.3, 22.0), 8
          16: (588.5, 120.6, 24.3)}
 PROMPTS = [" ".join(f"p{i}w{j}" for j in range(512)) for i in range(8)]
 GAP_S = 0.2
-
-
-def start_mock() -> tuple[subprocess.Popen, int]:
-    cmd = [sys.executable, "-m", "llmload.cli", "mock", "--profile", "qwen2.5-3b-a800", "--port", "0"]
-    if (os.cpu_count() or 1) > 1:
-        cmd = ["taskset", "-c", "0", *cmd]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=os.path.join(os.path.dirname(__file__), ".."))
-    line = proc.stdout.readline()
-    if "listening on" not in line:
-        proc.kill()
-        raise RuntimeError(f"mock did not start: {line!r}")
-    return proc, int(line.rsplit(":", 1)[1])
 
 
 def run(port: int, conc: int, per_user: int) -> tuple[float, float, float]:
@@ -76,7 +65,8 @@ def main() -> None:
     args = ap.parse_args()
     if (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {1})
-    proc, port = start_mock()
+    proc, url = start_mock_process(["--profile", "qwen2.5-3b-a800"], cpu=0, cwd=ROOT)
+    port = port_of(url)
     worst = 0.0
     try:
         print(f"{'conc':>5}{'tok/s':>10}{'table':>8}{'TTFT p50':>10}{'table':>8}{'TPOT p50':>10}{'table':>8}"

@@ -24,7 +24,6 @@ monkey.patch_all()
 import argparse  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -32,26 +31,14 @@ import time  # noqa: E402
 import gevent  # noqa: E402
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, ROOT)
 
+from llmload.mock.launch import port_of, start_mock_process  # noqa: E402
 from llmload.protocol import chat_body, encode_body  # noqa: E402
 from llmload.record import RequestMeta  # noqa: E402
 from llmload.transport import FastTransport, OpenAITransport  # noqa: E402
 from llmload.workload.text import words  # noqa: E402
-
-
-def start_mock(ttft_ms: float, itl_ms: float, log_path: str) -> tuple[subprocess.Popen, int]:
-    cmd = [sys.executable, "-m", "llmload.cli", "mock", "--profile", "fixed", "--port", "0",
-           "--ttft-ms", str(ttft_ms), "--itl-ms", str(itl_ms), "--log", log_path]
-    if os.cpu_count() and os.cpu_count() > 1:
-        cmd = ["taskset", "-c", "0", *cmd]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
-                            cwd=os.path.join(os.path.dirname(__file__), ".."))
-    line = proc.stdout.readline()
-    if "listening on" not in line:
-        proc.kill()
-        raise RuntimeError(f"mock did not start: {line!r}")
-    return proc, int(line.rsplit(":", 1)[1])
 
 
 def run(transport_cls, port: int, streams: int, seconds: float, output_tokens: int) -> dict:
@@ -119,7 +106,9 @@ def main() -> None:
             itl = max(5.0, streams / 15.0)
             with tempfile.TemporaryDirectory() as d:
                 log_path = os.path.join(d, "truth.jsonl")
-                proc, port = start_mock(ttft_ms=50.0, itl_ms=itl, log_path=log_path)
+                proc, url = start_mock_process(["--profile", "fixed", "--ttft-ms", "50", "--itl-ms", str(itl),
+                                                "--log", log_path], cpu=0, cwd=ROOT)
+                port = port_of(url)
                 try:
                     r = run(classes[name], port, streams, args.seconds, args.output_tokens)
                 finally:

@@ -20,35 +20,22 @@ monkey.patch_all()
 import argparse  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import urllib.request  # noqa: E402
 
 import gevent  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, ROOT)
 
+from llmload.mock.launch import port_of, start_mock_process  # noqa: E402
 from llmload.protocol import chat_body, encode_body  # noqa: E402
 from llmload.record import RequestMeta  # noqa: E402
 from llmload.transport import FastTransport  # noqa: E402
 
 STEP_MS = 10.0
 OUTPUT_TOKENS = 400
-
-
-def start_mock(max_seqs: int) -> tuple[subprocess.Popen, int]:
-    cmd = [sys.executable, "-m", "llmload.cli", "mock", "--profile", "fast", "--port", "0",
-           "--step-base-ms", str(STEP_MS), "--step-per-seq-ms", "0", "--step-per-prefill-token-ms", "0",
-           "--api-overhead-ms", "0", "--max-num-seqs", str(max_seqs)]
-    if (os.cpu_count() or 1) > 1:
-        cmd = ["taskset", "-c", "0", *cmd]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=os.path.join(os.path.dirname(__file__), ".."))
-    line = proc.stdout.readline()
-    if "listening on" not in line:
-        proc.kill()
-        raise RuntimeError(f"mock did not start: {line!r}")
-    return proc, int(line.rsplit(":", 1)[1])
 
 
 def scrape(port: int) -> dict[str, float]:
@@ -69,7 +56,10 @@ def cpu_seconds(pid: int) -> float:
 
 
 def run(streams: int, seconds: float) -> dict:
-    proc, port = start_mock(streams)
+    proc, url = start_mock_process(["--profile", "fast", "--step-base-ms", str(STEP_MS), "--step-per-seq-ms", "0",
+                                    "--step-per-prefill-token-ms", "0", "--api-overhead-ms", "0",
+                                    "--max-num-seqs", str(streams)], cpu=0, cwd=ROOT)
+    port = port_of(url)
     try:
         body = encode_body(chat_body("m", [{"role": "user", "content": "hello " * 32}], OUTPUT_TOKENS,
                                      extra={"ignore_eos": True}))

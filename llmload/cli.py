@@ -17,6 +17,9 @@ def _mock(args: argparse.Namespace) -> int:
     if args.list_profiles:
         print(list_profiles())
         return 0
+    stopping = gevent.event.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # before "listening": a caller may signal right away
+        gevent.signal_handler(sig, stopping.set)
     try:
         config = config_from_args(args)
         server = MockServer(config, host=args.host, port=args.port)
@@ -27,9 +30,6 @@ def _mock(args: argparse.Namespace) -> int:
     engine = "fixed" if config.engine_params is None else "batching"
     print(f"llmload mock: profile {config.profile.name} ({engine} engine), model {config.model}, "
           f"listening on http://{host}:{port}", flush=True)
-    stopping = gevent.event.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        gevent.signal_handler(sig, stopping.set)
     stopping.wait()
     server.stop()
     print("llmload mock: stopped", flush=True)

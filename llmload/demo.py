@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 
+from llmload.mock.launch import start_mock_process
+
 DEMO_PROFILE = "llama3-70b-2xa100"
 DEMO_STEPS = "8,16,32,48,64"
 DEMO_STEP_SECONDS = 12
@@ -22,18 +24,6 @@ DEMO_GPUS_PER_REPLICA = 2
 DEMO_TARGET_RPS = 20.0
 
 
-def start_mock(profile: str, log_path: str | None = None) -> tuple[subprocess.Popen, str]:
-    cmd = [sys.executable, "-m", "llmload.cli", "mock", "--profile", profile, "--port", "0"]
-    if log_path:
-        cmd += ["--log", log_path]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    line = proc.stdout.readline() if proc.stdout else ""
-    if "listening on" not in line:
-        proc.kill()
-        raise RuntimeError(f"llmload demo: the mock server did not start: {line.strip()}")
-    return proc, line.rsplit(" ", 1)[1].strip()
-
-
 def run_demo(out: str, profile: str = DEMO_PROFILE, steps: str = DEMO_STEPS,
              step_seconds: float = DEMO_STEP_SECONDS) -> int:
     os.makedirs(out, exist_ok=True)
@@ -41,7 +31,7 @@ def run_demo(out: str, profile: str = DEMO_PROFILE, steps: str = DEMO_STEPS,
     for suffix in ("_requests.csv", "_llm_stats.csv"):
         if os.path.exists(prefix + suffix):
             os.remove(prefix + suffix)  # a fresh run, not appended to the last one
-    mock, url = start_mock(profile, os.path.join(out, "mock_log.jsonl"))
+    mock, url = start_mock_process(["--profile", profile, "--log", os.path.join(out, "mock_log.jsonl")])
     print(f"llmload demo: mock server ({profile}) at {url}", flush=True)
     locustfile = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo_locustfile.py")
     cmd = [sys.executable, "-m", "locust", "-f", locustfile, "--headless", "--host", url, "--csv", prefix,

@@ -36,16 +36,7 @@ def chat_body(
 ) -> dict[str, Any]:
     """Body of a `/v1/chat/completions` request. ``extra`` carries server-specific fields
     (vLLM's ``ignore_eos``, ``min_tokens``); ``sampling`` temperature, top_p, seed, ..."""
-    body: dict[str, Any] = {"model": model, "messages": messages, "stream": stream}
-    if max_tokens is not None:
-        body["max_tokens"] = max_tokens
-    if stream and include_usage:
-        body["stream_options"] = {"include_usage": True}
-    if sampling:
-        body.update(sampling)
-    if extra:
-        body.update(extra)
-    return body
+    return _body({"model": model, "messages": messages}, max_tokens, stream, include_usage, sampling, extra)
 
 
 def completions_body(
@@ -59,7 +50,12 @@ def completions_body(
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Body of a `/v1/completions` request; same options as :func:`chat_body`."""
-    body: dict[str, Any] = {"model": model, "prompt": prompt, "stream": stream}
+    return _body({"model": model, "prompt": prompt}, max_tokens, stream, include_usage, sampling, extra)
+
+
+def _body(body: dict[str, Any], max_tokens: int | None, stream: bool, include_usage: bool,
+          sampling: dict[str, Any] | None, extra: dict[str, Any] | None) -> dict[str, Any]:
+    body["stream"] = stream
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
     if stream and include_usage:

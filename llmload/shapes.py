@@ -29,27 +29,25 @@ from locust import LoadTestShape
 from llmload.live import broken_slos
 
 
-def parse_steps(text: str | Sequence[int], where: str = "--steps") -> tuple[int, ...]:
-    """``"4,8,16"`` → (4, 8, 16); every step a positive whole number of users."""
+def _parse_list(text: str | Sequence[Any], conv: type, where: str, what: str) -> tuple[Any, ...]:
     items = text.split(",") if isinstance(text, str) else list(text)
     try:
-        steps = tuple(int(str(x).strip()) for x in items if str(x).strip())
+        values = tuple(conv(str(x).strip()) for x in items if str(x).strip())
     except ValueError:
-        raise ValueError(f"{where} {text!r}: expected user counts separated by commas, e.g. 4,8,16") from None
-    if not steps or any(s <= 0 for s in steps):
-        raise ValueError(f"{where} {text!r}: expected one or more positive user counts")
-    return steps
+        raise ValueError(f"{where} {text!r}: expected {what} separated by commas") from None
+    if not values or any(v <= 0 for v in values):
+        raise ValueError(f"{where} {text!r}: expected one or more {what} above 0")
+    return values
+
+
+def parse_steps(text: str | Sequence[int], where: str = "--steps") -> tuple[int, ...]:
+    """``"4,8,16"`` → (4, 8, 16); every step a positive whole number of users."""
+    return _parse_list(text, int, where, "user counts, e.g. 4,8,16,")
 
 
 def parse_rates(text: str | Sequence[float], where: str = "--rate-steps") -> tuple[float, ...]:
-    items = text.split(",") if isinstance(text, str) else list(text)
-    try:
-        rates = tuple(float(str(x).strip()) for x in items if str(x).strip())
-    except ValueError:
-        raise ValueError(f"{where} {text!r}: expected requests/s separated by commas, e.g. 2,4,8") from None
-    if not rates or any(r <= 0 for r in rates):
-        raise ValueError(f"{where} {text!r}: expected one or more rates > 0")
-    return rates
+    """``"2,4,8"`` → (2.0, 4.0, 8.0) requests/s."""
+    return _parse_list(text, float, where, "requests/s, e.g. 2,4,8,")
 
 
 def step_schedule(t: float, steps: Sequence[Any], step_seconds: float) -> Any:

@@ -13,12 +13,13 @@ monkey.patch_all()
 import json  # noqa: E402
 import os  # noqa: E402
 import subprocess  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 
 import pytest  # noqa: E402
+
+from llmload.mock.launch import port_of, start_mock_process  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,14 +43,8 @@ class Mock:
 
 def start_mock(tmp_path, *args: str) -> Mock:
     log_path = str(tmp_path / f"mock-{time.monotonic_ns()}.jsonl")
-    cmd = [sys.executable, "-m", "llmload.cli", "mock", "--port", "0", "--log", log_path, *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
-    line = proc.stdout.readline()
-    if "listening on" not in line:
-        proc.kill()
-        raise RuntimeError(f"mock did not start: {line}{proc.stdout.read()}")
-    port = int(line.rsplit(":", 1)[1])
-    return Mock(url=f"http://127.0.0.1:{port}", port=port, log_path=log_path, proc=proc)
+    proc, url = start_mock_process(["--log", log_path, *args], cwd=ROOT)
+    return Mock(url=url, port=port_of(url), log_path=log_path, proc=proc)
 
 
 def stop_mock(mock: Mock) -> None:
