@@ -163,10 +163,6 @@ class LLMLoadPlugin:
             runner.register_message("llmload_users", self._on_users)
 
     # -- options -------------------------------------------------------------------------------
-    @property
-    def options(self) -> Any:
-        return self.env.parsed_options
-
     def option(self, name: str, default: Any = None) -> Any:
         opts = self.env.parsed_options
         value = getattr(opts, name, None) if opts is not None else None

@@ -48,13 +48,18 @@ def check_against_log(rows: pd.DataFrame, mock, expect_users: int) -> None:
     ok = rows[rows["status"] == "ok"]
     assert set(ok["request_id"]) == completed
     assert set(rows["status"]) <= {"ok", "cancelled"}
+    ttft_diff = []
     for r in ok.itertuples():
         e = log[r.request_id]
         assert r.completion_tokens == e["tokens_sent"] and r.prompt_tokens == e["prompt_tokens"]
         true_tpot = (e["last_token_mono"] - e["first_token_mono"]) * 1000 / (e["tokens_sent"] - 1)
         assert abs(r.tpot_ms - true_tpot) < 1.0
-        true_ttft = (e["first_token_mono"] - e["arrival_mono"]) * 1000
-        assert -0.5 < r.ttft_ms - true_ttft < 20.0
+        ttft_diff.append(r.ttft_ms - (e["first_token_mono"] - e["arrival_mono"]) * 1000)
+    # Never shorter than the truth; the difference is the request's trip to the server, where
+    # an OS that deschedules a client between t0 and the write (4 processes on 2 cores here)
+    # shows up now and then: that is client delay the row rightly carries, so bound the bulk.
+    assert min(ttft_diff) > -0.5
+    assert np.percentile(ttft_diff, 50) < 3.0 and np.percentile(ttft_diff, 90) < 20.0
     assert rows["users"].max() == expect_users
     assert (ok["token_source"] == "usage").all()
 
