@@ -107,6 +107,7 @@ FINISH_NULL = b'"finish_reason":null'
 CHAT_CONTENT = b'"delta":{"content":"'
 CHAT_EMPTY = b'"delta":{"content":""'
 USAGE_OBJECT = b'"usage":{'
+VLLM_PLAIN_END = b'"finish_reason":null}]}'
 ERROR_KEY = b'"error"'
 _TEXT = b'"text":"'
 _TEXT_EMPTY = b'"text":""'
@@ -115,7 +116,13 @@ _TEXT_EMPTY = b'"text":""'
 def classify(payload: bytes, want_text: bool = False) -> Chunk:
     """Turn one event's data into a :class:`Chunk`. ``want_text`` forces a parse so the
     returned chunk carries the text (multi-turn sessions replay the real replies)."""
-    if (not want_text and payload[-1:] == b"}" and FINISH_NULL in payload and USAGE_OBJECT not in payload
+    if not want_text and payload.endswith(VLLM_PLAIN_END):
+        # vLLM/SGLang shape: the choices array closes the object, so no usage or error follows;
+        # look at the delta from the end instead of scanning the whole event.
+        j = payload.rfind(CHAT_CONTENT)
+        if j >= 0 and payload[j + len(CHAT_CONTENT):j + len(CHAT_CONTENT) + 1] not in (b'"', b""):
+            return PLAIN
+    elif (not want_text and payload[-1:] == b"}" and FINISH_NULL in payload and USAGE_OBJECT not in payload
             and ERROR_KEY not in payload):
         # Escaped quotes inside the text never match these keys, so a match is structural.
         if CHAT_CONTENT in payload:
