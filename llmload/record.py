@@ -121,7 +121,7 @@ class StreamAccumulator:
     """
 
     __slots__ = ("t0", "times", "first_visible", "last_event", "finish_reason", "usage", "error", "done",
-                 "bad", "texts", "want_text", "events")
+                 "bad", "texts", "want_text")
 
     def __init__(self, t0: float, want_text: bool = False) -> None:
         self.t0 = t0
@@ -135,10 +135,8 @@ class StreamAccumulator:
         self.bad: str | None = None
         self.texts: list[str] = []
         self.want_text = want_text
-        self.events = 0
 
     def add(self, chunk: Chunk, now: float) -> None:
-        self.events += 1
         if chunk.done:
             self.done = True
             self.last_event = now

@@ -206,7 +206,6 @@ class _Stream:
                     and int(data[:i], 16) == n - i - 4 and j > 0 and data[j + _CONTENT_LEN] != 34):
                 acc = self.acc
                 acc.times.append(now)
-                acc.events += 1
                 acc.last_event = now
                 self.last_progress = now
                 self.received += n
@@ -244,7 +243,6 @@ class _Stream:
                     ch = classify(ev, want_text) if type(ev) is bytes else classify_event(ev, want_text)
                     if ch is PLAIN:
                         times.append(now)
-                        acc.events += 1
                         acc.last_event = now
                         if acc.first_visible is None:
                             acc.first_visible = now

@@ -227,7 +227,6 @@ class BatchingEngine(_EngineBase):
         self.running: list[Sequence] = []
         self.kv_used = 0
         self._step_end: float | None = None
-        self._step_start = 0.0
         self._step_plan: list[tuple[Sequence, int]] = []  # (seq, prefill tokens; 0 = decode)
         self._now = float("-inf")
         self.steps = 0
@@ -408,7 +407,6 @@ class BatchingEngine(_EngineBase):
             + p.step_per_context_token_ms * context_tokens
         )
         self._step_plan = plan
-        self._step_start = start
         self._step_end = start + duration_ms / 1000.0
 
     @property

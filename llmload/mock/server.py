@@ -76,7 +76,7 @@ class _Stream:
 
     __slots__ = ("server", "sock", "raw", "req", "rid", "fmt", "fault", "seq", "outbox", "attention",
                  "done", "gone", "text", "arrival_mono", "arrival_unix", "first_mono", "last_mono",
-                 "sent", "finish_reason", "watcher", "outcome", "stream_failed", "max_tokens_cap")
+                 "sent", "finish_reason", "watcher", "outcome", "max_tokens_cap")
 
     def __init__(self, server: MockServer, sock: socket.socket, req: api.ParsedRequest, rid: str,
                  fault: Fault | None, arrival_mono: float, arrival_unix: float) -> None:
@@ -101,7 +101,6 @@ class _Stream:
         self.finish_reason = ""
         self.watcher = None
         self.outcome = "completed"
-        self.stream_failed = False
         self.max_tokens_cap = 0
 
     # -- called by the driver, in order, for every emission -------------------------------------

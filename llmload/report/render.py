@@ -14,6 +14,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from llmload.report import Report, Section, fmt, fmt_usd
 from llmload.report import charts as ch
 
@@ -210,8 +212,6 @@ def vllm_export(report: Report) -> list[dict[str, Any]]:
         for col, name in (("ttft_ms", "ttft"), ("tpot_ms", "tpot"), ("e2e_ms", "e2el")):
             v = rows[col].dropna().to_numpy(dtype=float) if col in rows else []
             if len(v):
-                import numpy as np
-
                 entry[f"mean_{name}_ms"] = float(v.mean())
                 entry[f"median_{name}_ms"] = float(np.median(v))
                 entry[f"std_{name}_ms"] = float(v.std())

@@ -102,9 +102,6 @@ class TextSource:
         return tag if n == 1 else tag + " " + self.span(rng, n - 1)
 
 
-def count_words(text: str) -> int:
-    return len(text.split())
-
 
 class TokenizedTextSource(TextSource):
     """Like TextSource, but lengths are exact in a local tokenizer's tokens (``tokenizer:`` in
