@@ -44,7 +44,7 @@ CSV_COLUMNS = (
     "request_id", "start_time", "scenario", "status", "http_status", "ttft_ms", "ttft_visible_ms",
     "tpot_ms", "e2e_ms", "itl_max_ms", "prompt_tokens", "cached_tokens", "completion_tokens",
     "max_tokens", "token_source", "finish_reason", "users", "worker", "session_id", "turn", "error",
-    "scheduled_time", "requested_input_tokens",
+    "scheduled_time", "requested_input_tokens", "arrival_rate",
 )
 
 
@@ -62,6 +62,7 @@ class RequestMeta:
     turn: int | None = None
     scheduled_time: float | None = None  # open-loop: when the arrival process wanted it sent (epoch s)
     requested_input_tokens: int | None = None  # prompt length the workload asked for
+    arrival_rate: float | None = None  # open-loop: the run's target arrival rate (req/s) when it was scheduled
 
 
 @dataclass(slots=True)
@@ -99,6 +100,7 @@ class RequestRecord:
             self.prompt_tokens, self.cached_tokens, self.completion_tokens, m.max_tokens, self.token_source,
             self.finish_reason, m.users, m.worker, m.session_id, m.turn, self.error,
             None if m.scheduled_time is None else round(m.scheduled_time, 6), m.requested_input_tokens,
+            m.arrival_rate,
         )
 
 

@@ -72,6 +72,7 @@ class LLMUser(User):
         self.scenario_name = self.scenario
         self._cap: gevent.lock.Semaphore | None = None
         self._gate: ArrivalGate | None = None
+        self._arrival_rate = 0.0
 
     # -- lifecycle -------------------------------------------------------------------------------
     def on_start(self) -> None:
@@ -102,6 +103,7 @@ class LLMUser(User):
             if spec.max_concurrent:
                 self._cap = shared.semaphore(("concurrent", spec.name), spec.max_concurrent)
             if spec.arrival.mode == "open":
+                self._arrival_rate = spec.arrival.rate
                 self._gate = shared.gate(spec.name, spec.arrival, stable_seed(scenario_spec.seed, spec.name,
                                                                             plugin.worker_index))
                 if spec.arrival.max_in_flight:
@@ -168,15 +170,19 @@ class LLMUser(User):
         request = self.source.next_request()
         if request.wait_s > 0:
             gevent.sleep(request.wait_s)  # think time between the turns of a session
-        scheduled = self._gate.take() if self._gate is not None else None
+        scheduled = rate = None
+        if self._gate is not None:
+            scheduled = self._gate.take()
+            rate = self.plugin.rate_override or self._arrival_rate
         if self._cap is not None:
             with self._cap:
-                rec = self.send(request, scheduled)
+                rec = self.send(request, scheduled, rate)
         else:
-            rec = self.send(request, scheduled)
+            rec = self.send(request, scheduled, rate)
         self.source.on_reply(request, rec.text, rec.ok)
 
-    def send(self, request: LLMRequest, scheduled_time: float | None = None) -> RequestRecord:
+    def send(self, request: LLMRequest, scheduled_time: float | None = None,
+             arrival_rate: float | None = None) -> RequestRecord:
         """Stream one request and record it (also when the test cuts it off)."""
         assert self.transport is not None
         runner = self.environment.runner
@@ -191,6 +197,7 @@ class LLMUser(User):
             turn=request.turn,
             scheduled_time=scheduled_time,
             requested_input_tokens=request.input_tokens,
+            arrival_rate=arrival_rate,
         )
         body = encode_body(request.body())
         in_flight = self.plugin.in_flight

@@ -106,7 +106,7 @@ def test_mixed_run_sessions_and_open_loop(mock_factory, tmp_path):
         assert (gaps >= 0.29).all() and (gaps < 1.0).all()
     # open loop: scheduled times recorded, arrivals near 10/s, the send never before its slot
     op = rows[rows["scenario"] == "open"]
-    assert op["scheduled_time"].notna().all()
+    assert op["scheduled_time"].notna().all() and (op["arrival_rate"] == 10).all()
     assert (op["start_time"] >= op["scheduled_time"] - 0.002).all()
     span = op["scheduled_time"].max() - op["scheduled_time"].min()
     assert 5 <= (len(op) - 1) / span <= 16

@@ -213,6 +213,30 @@ def test_slos_from_a_scenario_file_are_scoped_to_their_workloads(tmp_path):
     assert bad.returncode == 2 and "nope.yaml" in bad.stderr
 
 
+def test_open_loop_runs_step_by_arrival_rate(tmp_path):
+    rows = []
+    for i in range(40):  # 2 req/s for 20 s, ttft 100
+        r = req(1000 + i * 0.5, 16)
+        r["arrival_rate"] = 2.0
+        rows.append(r)
+    for i in range(80):  # then 4 req/s for 20 s, ttft 900; the same 16 senders
+        r = req(1020 + i * 0.25, 16, ttft=900.0)
+        r["arrival_rate"] = 4.0
+        rows.append(r)
+    prefix = write_csv(tmp_path / "ol_requests.csv", rows)
+    rep = build_report(prefix, ReportOptions(slos=[parse_slo("ttft_p95_ms=500")]))
+    data = rep.to_json()
+    assert data["steps_by"] == "arrival_rate"
+    assert [(s["level"], s["arrival_rate"], s["users"]) for s in data["steps"]] == [(2.0, 2.0, 16), (4.0, 4.0, 16)]
+    assert data["steps"][0]["rps"] == 2.0
+    cap = data["capacity"]
+    assert cap["arrival_rate"] == 2.0 and cap["limited_by"] == "ttft_p95_ms" and cap["next_step_level"] == 4.0
+    out = tmp_path / "ol"
+    write_report(rep, str(out))
+    assert "| arrival rate (req/s) | users |" in (out / "report.md").read_text()
+    assert json.loads((out / "vllm_bench_serve.json").read_text())[1]["request_rate"] == 4.0
+
+
 def test_slo_parsing():
     s = parse_slo("rag:tpot_p99.9_ms=50")
     assert (s.scenario, s.metric, s.limit, s.field, s.stat) == ("rag", "tpot_p99.9_ms", 50.0, "tpot_ms", "p99.9")

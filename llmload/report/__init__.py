@@ -99,12 +99,18 @@ class Report:
     warnings: list[str]
     notes: list[str]
     df: pd.DataFrame
+    level: str = "users"  # or "arrival_rate": what the steps are
+
+    @property
+    def level_label(self) -> str:
+        return "arrival rate (req/s)" if self.level == "arrival_rate" else "users"
 
     def to_json(self) -> dict[str, Any]:
         o = self.overall.to_json()
         return {
             "source": self.source,
             "warmup_s": self.options.warmup_s,
+            "steps_by": self.level,
             "slos": [s.text() for s in self.options.slos],
             "steps": o["steps"],
             "capacity": o["capacity"],
@@ -151,7 +157,7 @@ def _section(name: str, df: pd.DataFrame, slos: list[SLO], opts: ReportOptions,
     capacity = find_capacity([s.data for s in steps], bool(slos))
     cost = None
     if opts.gpu_hourly_usd is not None and capacity.get("users") is not None:
-        cap_step = next(s for s in steps if s.data["users"] == capacity["users"])
+        cap_step = next(s for s in steps if s.data["level"] == capacity["level"])
         input_tps = cap_step.data["total_tps"] - cap_step.data["output_tps"]
         cost = cost_at(capacity, opts.gpu_hourly_usd, opts.gpus_per_replica, input_tps, opts.output_cost_weight)
     plan = None
@@ -191,8 +197,10 @@ def build_report(prefix: str, opts: ReportOptions | None = None) -> Report:
         scenarios[scenario_names[0]] = overall
     if not overall.steps:
         warnings.append("no step lasted longer than the warm-up: nothing was measured (try --warmup-s 0)")
+    if loaded.level == "arrival_rate":
+        notes.append("an open-loop run: steps follow the arrival rate (arrival_rate column), not the user count")
     return Report(source=loaded.path, options=opts, overall=overall, scenarios=scenarios, warnings=warnings,
-                  notes=notes, df=df)
+                  notes=notes, df=df, level=loaded.level)
 
 
 def write_report(report: Report, out_dir: str) -> list[str]:

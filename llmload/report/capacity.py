@@ -22,15 +22,20 @@ from typing import Any
 HOURS_PER_MONTH = 730.0
 
 
+def _point(step: dict[str, Any]) -> dict[str, Any]:
+    return {"users": step["users"], "arrival_rate": step.get("arrival_rate"), "level": step.get("level", step["users"]),
+            "rps": step["rps"], "output_tps": step["output_tps"], "total_tps": step["total_tps"],
+            "goodput_rps": step["goodput_rps"]}
+
+
 def find_capacity(steps: list[dict[str, Any]], has_slos: bool) -> dict[str, Any]:
-    ordered = sorted(steps, key=lambda s: (s["users"], s["start_time"]))
+    """Steps are ordered by their load level (users, or arrival rate for open-loop runs)."""
+    ordered = sorted(steps, key=lambda s: (s.get("level", s["users"]), s["start_time"]))
     if not ordered:
         return {"users": None, "rps": None, "output_tps": None, "limited_by": "no measured step"}
     if not has_slos:
         best = max(ordered, key=lambda s: s["rps"])
-        return {"users": best["users"], "rps": best["rps"], "output_tps": best["output_tps"],
-                "total_tps": best["total_tps"], "goodput_rps": best["goodput_rps"],
-                "limited_by": "no SLO given: the step with the highest throughput"}
+        return {**_point(best), "limited_by": "no SLO given: the step with the highest throughput"}
     meeting = [s for s in ordered if s["slo_met"]]
     if not meeting:
         first = ordered[0]
@@ -38,9 +43,9 @@ def find_capacity(steps: list[dict[str, Any]], has_slos: bool) -> dict[str, Any]
         return {"users": None, "rps": None, "output_tps": None,
                 "limited_by": ", ".join(broken) + f" (broken already at the lowest step, {first['users']} users)"}
     cap = meeting[-1]
-    above = [s for s in ordered if s["users"] > cap["users"]]
-    out = {"users": cap["users"], "rps": cap["rps"], "output_tps": cap["output_tps"],
-           "total_tps": cap["total_tps"], "goodput_rps": cap["goodput_rps"]}
+    level = cap.get("level", cap["users"])
+    above = [s for s in ordered if s.get("level", s["users"]) > level]
+    out = _point(cap)
     if not above:
         out["limited_by"] = "highest step tested (no step above it broke an SLO)"
         return out
@@ -48,6 +53,7 @@ def find_capacity(steps: list[dict[str, Any]], has_slos: bool) -> dict[str, Any]
     broken = [k for k, v in nxt["slo"].items() if not v["met"]]
     out["limited_by"] = ", ".join(broken) if broken else "unknown"
     out["next_step_users"] = nxt["users"]
+    out["next_step_level"] = nxt.get("level", nxt["users"])
     est = interpolate(cap, nxt, broken)
     if est is not None:
         out["interpolated_rps"] = round(est, 4)

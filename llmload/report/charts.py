@@ -25,7 +25,8 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-def throughput_latency(steps: list[dict[str, Any]], slos: list[Any], capacity: dict[str, Any]) -> bytes | None:
+def throughput_latency(steps: list[dict[str, Any]], slos: list[Any], capacity: dict[str, Any],
+                       label: str = "users") -> bytes | None:
     """TTFT p95 and TPOT p95 against req/s, SLO limits as lines, the capacity step marked."""
     if not steps:
         return None
@@ -37,40 +38,40 @@ def throughput_latency(steps: list[dict[str, Any]], slos: list[Any], capacity: d
         ax.plot(rps, ys, "o-", color="#1f77b4")
         for s, x, y in zip(steps, rps, ys, strict=True):
             if y is not None:
-                ax.annotate(str(s["users"]), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+                ax.annotate(f'{s["level"]:g}', (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
         for slo in slos:
             if slo.field == field and slo.stat == "p95":
                 ax.axhline(slo.limit, color="#d62728", ls="--", lw=1, label=f"SLO {slo.metric}")
-        cap_users = capacity.get("users")
+        cap_level = capacity.get("level")
         for s, x, y in zip(steps, rps, ys, strict=True):
-            if s["users"] == cap_users and y is not None:
+            if s["level"] == cap_level and y is not None:
                 ax.plot([x], [y], "*", ms=14, color="#2ca02c", label="capacity")
         ax.set_xlabel("requests/s (completed, ok)")
         ax.set_title(title)
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-    fig.suptitle("Throughput vs latency per step (labels: users)", fontsize=10)
+    fig.suptitle(f"Throughput vs latency per step (labels: {label})", fontsize=10)
     return _png(fig)
 
 
-def percentiles_per_step(steps: list[dict[str, Any]]) -> bytes | None:
+def percentiles_per_step(steps: list[dict[str, Any]], label: str = "users") -> bytes | None:
     if not steps:
         return None
     plt = _fig()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
-    users = [s["users"] for s in steps]
+    levels = [s["level"] for s in steps]
     for ax, field, title in ((axes[0], "ttft_ms", "TTFT (ms)"), (axes[1], "tpot_ms", "TPOT (ms)")):
         for q, style in (("p50", "o-"), ("p95", "s--"), ("p99", "^:")):
-            ax.plot(users, [s[field][q] for s in steps], style, label=q)
-        ax.set_xlabel("users")
+            ax.plot(levels, [s[field][q] for s in steps], style, label=q)
+        ax.set_xlabel(label)
         ax.set_title(title)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     return _png(fig)
 
 
-def tokens_per_step(steps: list[dict[str, Any]]) -> bytes | None:
+def tokens_per_step(steps: list[dict[str, Any]], label: str = "users") -> bytes | None:
     if not steps:
         return None
     plt = _fig()
@@ -78,15 +79,15 @@ def tokens_per_step(steps: list[dict[str, Any]]) -> bytes | None:
     x = np.arange(len(steps))
     ax.bar(x - 0.2, [s["output_tps"] for s in steps], 0.4, label="output tok/s")
     ax.bar(x + 0.2, [s["total_tps"] for s in steps], 0.4, label="total tok/s")
-    ax.set_xticks(x, [str(s["users"]) for s in steps])
-    ax.set_xlabel("users")
+    ax.set_xticks(x, [f'{s["level"]:g}' for s in steps])
+    ax.set_xlabel(label)
     ax.set_title("Tokens per second per step")
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3, axis="y")
     return _png(fig)
 
 
-def errors_per_step(steps: list[dict[str, Any]]) -> bytes | None:
+def errors_per_step(steps: list[dict[str, Any]], label: str = "users") -> bytes | None:
     kinds = sorted({k for s in steps for k in s["errors_by_status"]})
     if not steps:
         return None
@@ -98,8 +99,8 @@ def errors_per_step(steps: list[dict[str, Any]]) -> bytes | None:
         vals = np.array([s["errors_by_status"].get(k, 0) for s in steps], dtype=float)
         ax.bar(x, vals, bottom=bottom, label=k)
         bottom += vals
-    ax.set_xticks(x, [str(s["users"]) for s in steps])
-    ax.set_xlabel("users")
+    ax.set_xticks(x, [f'{s["level"]:g}' for s in steps])
+    ax.set_xlabel(label)
     ax.set_title("Failed requests per step" + ("" if kinds else " (none)"))
     if kinds:
         ax.legend(fontsize=7)

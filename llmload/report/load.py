@@ -18,7 +18,8 @@ class ReportError(Exception):
 
 REQUIRED = ("start_time", "status", "users")
 NUMERIC = ("start_time", "http_status", "ttft_ms", "ttft_visible_ms", "tpot_ms", "e2e_ms", "itl_max_ms",
-           "prompt_tokens", "cached_tokens", "completion_tokens", "max_tokens", "users", "worker", "turn")
+           "prompt_tokens", "cached_tokens", "completion_tokens", "max_tokens", "users", "worker", "turn",
+           "scheduled_time", "requested_input_tokens", "arrival_rate")
 TEXT = ("request_id", "scenario", "status", "token_source", "finish_reason", "session_id", "error")
 
 
@@ -27,6 +28,7 @@ class Loaded:
     path: str
     df: pd.DataFrame
     warnings: list[str] = field(default_factory=list)
+    level: str = "users"  # what the load steps are: "users", or "arrival_rate" for open-loop runs
 
 
 def requests_path(prefix: str) -> str:
@@ -92,4 +94,10 @@ def load_requests(prefix: str) -> Loaded:
     df["ok"] = ok
     e2e = df["e2e_ms"].to_numpy(dtype=float) if "e2e_ms" in df.columns else np.full(len(df), np.nan)
     df["end_time"] = df["start_time"].to_numpy() + np.nan_to_num(e2e) / 1000.0
-    return Loaded(path=path, df=df, warnings=warnings)
+    # Open-loop runs step their arrival rate, not their users: steps follow the rate then.
+    level = "users"
+    if "arrival_rate" in df.columns and df["arrival_rate"].notna().mean() >= 0.5:
+        level = "arrival_rate"
+        df = df[df["arrival_rate"].notna().to_numpy()].reset_index(drop=True)
+    df["level"] = df[level].to_numpy(dtype=float)
+    return Loaded(path=path, df=df, warnings=warnings, level=level)

@@ -49,6 +49,8 @@ def _capacity_blocks(sec: Section, title: str) -> list[Block]:
     cap = sec.capacity
     rows = [["SLOs", ", ".join(s.text() for s in sec.slos) or "none given"],
             ["capacity (users)", fmt(cap.get("users"))],
+            *([["capacity (arrival rate, req/s)", fmt(cap.get("arrival_rate"), 3)]]
+              if cap.get("arrival_rate") is not None else []),
             ["capacity (req/s, measured)", fmt(cap.get("rps"), 3)],
             ["output tok/s at capacity", fmt(cap.get("output_tps"), 1)],
             ["goodput req/s at capacity", fmt(cap.get("goodput_rps"), 3)],
@@ -83,8 +85,8 @@ def _capacity_blocks(sec: Section, title: str) -> list[Block]:
     return blocks
 
 
-def _steps_block(sec: Section, title: str) -> Block:
-    header = ["users", "measured s", "requests", "errors", "req/s", "out tok/s", "total tok/s",
+def _steps_block(sec: Section, title: str, label: str) -> Block:
+    header = [label, "users", "measured s", "requests", "errors", "req/s", "out tok/s", "total tok/s",
               "TTFT p50/p95/p99", "TPOT p50/p95/p99", "E2E p50/p95/p99", "worst stall p99", "goodput req/s",
               "SLO"]
     rows = []
@@ -94,7 +96,7 @@ def _steps_block(sec: Section, title: str) -> Block:
             k for k, v in d["slo"].items() if not v["met"]))
         if d.get("note"):
             verdict += f" ({d['note']})"
-        rows.append([str(d["users"]), fmt(d["duration_s"], 1), str(d["requests"]), str(d["errors"]),
+        rows.append([f'{d["level"]:g}', str(d["users"]), fmt(d["duration_s"], 1), str(d["requests"]), str(d["errors"]),
                      fmt(d["rps"], 3), fmt(d["output_tps"], 1), fmt(d["total_tps"], 1), _pq(d["ttft_ms"]),
                      _pq(d["tpot_ms"]), _pq(d["e2e_ms"]), fmt(d["itl_max_ms"]["p99"], 1), fmt(d["goodput_rps"], 3),
                      verdict])
@@ -112,12 +114,12 @@ def blocks(report: Report) -> list[Block]:
         out.append(Block("Warnings", 2, text=[f"- {w}" for w in report.warnings]))
     out += _capacity_blocks(o, "Capacity (whole run)")
     out.append(Block("Charts", 2, chart="throughput_latency"))
-    out.append(_steps_block(o, "Steps (whole run)"))
+    out.append(_steps_block(o, "Steps (whole run)", report.level_label))
     out += [Block(chart="percentiles"), Block(chart="tokens"), Block(chart="errors"), Block(chart="ttft_time")]
     if len(report.scenarios) > 1:
         for name, sec in report.scenarios.items():
             out += _capacity_blocks(sec, f"Scenario {name}")
-            out.append(_steps_block(sec, f"Steps of {name}"))
+            out.append(_steps_block(sec, f"Steps of {name}", report.level_label))
     caches = [(n, s.prefix_cache) for n, s in report.scenarios.items() if s.prefix_cache]
     if caches:
         def side(d: dict[str, Any]) -> str:
@@ -203,6 +205,7 @@ def vllm_export(report: Report) -> list[dict[str, Any]]:
         rows = df[m]
         entry: dict[str, Any] = {
             "llmload_users": d["users"], "max_concurrency": d["users"], "duration": d["duration_s"],
+            "request_rate": d["arrival_rate"] if d["arrival_rate"] is not None else "inf",
             "completed": int(len(rows)), "failed": d["errors"],
             "total_input_tokens": int(rows["prompt_tokens"].fillna(0).sum()) if "prompt_tokens" in rows else None,
             "total_output_tokens": int(rows["completion_tokens"].fillna(0).sum()),
@@ -225,11 +228,12 @@ def write_all(report: Report, out_dir: str) -> list[str]:
     os.makedirs(out_dir, exist_ok=True)
     data = _clean(report.to_json())
     o = report.overall
+    steps, label = [s.data for s in o.steps], report.level_label
     charts = {
-        "throughput_latency": ch.throughput_latency([s.data for s in o.steps], o.slos, o.capacity),
-        "percentiles": ch.percentiles_per_step([s.data for s in o.steps]),
-        "tokens": ch.tokens_per_step([s.data for s in o.steps]),
-        "errors": ch.errors_per_step([s.data for s in o.steps]),
+        "throughput_latency": ch.throughput_latency(steps, o.slos, o.capacity, label),
+        "percentiles": ch.percentiles_per_step(steps, label),
+        "tokens": ch.tokens_per_step(steps, label),
+        "errors": ch.errors_per_step(steps, label),
         "ttft_time": ch.ttft_over_time(report.df),
     }
     bl = blocks(report)
@@ -254,7 +258,8 @@ def summary_text(report: Report) -> str:
     """A few lines for the terminal."""
     o = report.overall
     cap = o.capacity
-    lines = [f"capacity: {fmt(cap.get('users'))} users, {fmt(cap.get('rps'), 3)} req/s, "
+    rate = f" (arrival rate {cap['arrival_rate']:g} req/s)" if cap.get("arrival_rate") is not None else ""
+    lines = [f"capacity: {fmt(cap.get('users'))} users{rate}, {fmt(cap.get('rps'), 3)} req/s, "
              f"{fmt(cap.get('output_tps'), 1)} output tok/s — limited by {cap.get('limited_by')}"]
     if "interpolated_rps" in cap:
         lines.append(f"  estimate between steps (interpolated): {cap['interpolated_rps']:.3f} req/s")

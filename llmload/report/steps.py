@@ -40,9 +40,10 @@ class Step:
         return self.end - self.measured_from
 
 
-def find_steps(df: pd.DataFrame) -> tuple[list[tuple[int, float, float]], list[str]]:
-    """(users, start, end) per step, in time order; plus notes on what was merged or skipped."""
-    users = df["users"].to_numpy(dtype=float)
+def find_steps(df: pd.DataFrame) -> tuple[list[tuple[float, float, float]], list[str]]:
+    """(level, start, end) per step, in time order; plus notes on what was merged or skipped.
+    The level is the ``level`` column: the user count, or the arrival rate of open-loop runs."""
+    users = df["level"].to_numpy(dtype=float)
     times = df["start_time"].to_numpy(dtype=float)
     notes: list[str] = []
     if not len(users):
@@ -51,7 +52,7 @@ def find_steps(df: pd.DataFrame) -> tuple[list[tuple[int, float, float]], list[s
     bounds = np.concatenate([[0], change, [len(users)]])
     runs = []
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-        runs.append([int(users[a]), float(times[a]), float(times[b - 1]), int(b - a)])
+        runs.append([float(users[a]), float(times[a]), float(times[b - 1]), int(b - a)])
     # Drop ramp stretches, then merge neighbours that are the same level again.
     long_runs = [r for r in runs if (r[2] - r[1]) >= MIN_STEP_S or r[3] >= MIN_STEP_ROWS]
     skipped = len(runs) - len(long_runs)
@@ -95,13 +96,18 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO]) -> tuple[l
         f = slo.field
         if f is not None:
             good &= np.nan_to_num(cols[f], nan=np.inf) <= slo.limit
+    open_loop = "arrival_rate" in df.columns and df["level"].equals(df["arrival_rate"].astype(float))
+    users_col = df["users"].to_numpy(dtype=float)
     steps: list[Step] = []
-    for users, s0, s1 in spans:
+    for level, s0, s1 in spans:
         m0 = s0 + warmup_s
+        name = f"{level:g} req/s arrivals" if open_loop else f"{level:g} users"
         if s1 - m0 <= 0:
-            notes.append(f"step of {users} users lasted {s1 - s0:.1f} s, not longer than the {warmup_s:g} s "
+            notes.append(f"step of {name} lasted {s1 - s0:.1f} s, not longer than the {warmup_s:g} s "
                          "warm-up: not measured")
             continue
+        in_step = (start >= s0) & (start < s1) if s1 > s0 else (start == s0)
+        users = int(np.nanmax(users_col[in_step])) if in_step.any() else int(level)
         step = Step(users=users, start=s0, end=s1, measured_from=m0)
         dur = step.duration
         started = (start >= m0) & (start < s1) & ~cancelled
@@ -113,7 +119,9 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO]) -> tuple[l
         out_tok = float(np.nansum(cols["completion_tokens"][done]))
         in_tok = float(np.nansum(cols["prompt_tokens"][done]))
         entry: dict[str, Any] = {
+            "level": level if open_loop else int(level),
             "users": users,
+            "arrival_rate": level if open_loop else None,
             "start_time": round(s0, 3),
             "measured_from": round(m0, 3),
             "duration_s": round(dur, 3),
