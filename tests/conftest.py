@@ -32,13 +32,20 @@ class Mock:
     proc: subprocess.Popen
     output: list[str] = field(default_factory=list)
 
-    def log(self) -> list[dict]:
-        """The ground-truth log: one dict per request the server finished."""
-        with open(self.log_path) as f:
-            return [json.loads(line) for line in f if line.strip()]
+    def log(self, expect: int = 0, timeout: float = 5.0) -> list[dict]:
+        """The ground-truth log: one dict per request the server finished. The server writes a
+        line just after a response's last bytes leave, so a client can be a moment ahead of it:
+        wait (bounded) until there are at least ``expect`` lines."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with open(self.log_path) as f:
+                entries = [json.loads(line) for line in f if line.strip()]
+            if len(entries) >= expect or time.monotonic() >= deadline:
+                return entries
+            time.sleep(0.05)
 
-    def log_by_id(self) -> dict[str, dict]:
-        return {e["request_id"]: e for e in self.log()}
+    def log_by_id(self, expect: int = 0) -> dict[str, dict]:
+        return {e["request_id"]: e for e in self.log(expect)}
 
 
 def start_mock(tmp_path, *args: str) -> Mock:

@@ -41,7 +41,7 @@ def load_rows(prefix) -> pd.DataFrame:
 
 
 def check_against_log(rows: pd.DataFrame, mock, expect_users: int) -> None:
-    log = mock.log_by_id()
+    log = mock.log_by_id(expect=len(rows))
     assert len(rows) == len(log), f"{len(rows)} rows for {len(log)} requests the server saw"
     assert set(rows["request_id"]) == set(log)
     completed = {rid for rid, e in log.items() if e["outcome"] == "completed"}
@@ -143,7 +143,7 @@ def test_timing_accuracy_with_64_users_in_one_process(mock_factory, tmp_path):
     rows = load_rows(prefix)
     ok = rows[rows["status"] == "ok"]
     assert len(ok) >= 300
-    log = mock.log_by_id()
+    log = mock.log_by_id(expect=len(rows))
     ttft_err, tpot_err = [], []
     for r in ok.itertuples():
         e = log[r.request_id]

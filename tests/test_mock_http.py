@@ -134,7 +134,7 @@ def test_stream_faults_on_the_wire(fixed_mock):
     assert time.monotonic() - t >= 0.3
     status, _, _ = post(fixed_mock, "/v1/chat/completions", chat(), {"X-Mock-Fault": "bogus"})
     assert status == 400
-    outcomes = [e["outcome"] for e in fixed_mock.log()]
+    outcomes = [e["outcome"] for e in fixed_mock.log(expect=5)]
     assert outcomes[:3] == ["fault:stream_error", "completed", "fault:disconnect"]
 
 
@@ -156,7 +156,7 @@ def test_a_client_that_hangs_up_frees_its_slot_at_once(mock_factory):
     t = time.monotonic()
     status, _, _ = post(m, "/v1/chat/completions", chat(max_tokens=2))  # needs the only slot
     assert status == 200 and time.monotonic() - t < 2.0
-    log = {e["request_id"]: e for e in m.log()}
+    log = {e["request_id"]: e for e in m.log(expect=2)}
     assert log["gone"]["outcome"] == "disconnected"
 
 

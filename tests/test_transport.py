@@ -50,7 +50,7 @@ def test_every_mock_fault_maps_to_its_status(fixed_mock, transport_cls):
         if fault and fault[0].isdigit():
             assert rec.http_status == int(fault) and "mock fault" in rec.error
     t.close()
-    assert len(fixed_mock.log()) == len(FAULTS)
+    assert len(fixed_mock.log(expect=len(FAULTS))) == len(FAULTS)
 
 
 def test_both_transports_produce_the_same_record(fixed_mock):
@@ -76,7 +76,7 @@ def test_fast_timings_match_the_servers_log(fixed_mock):
     t = FastTransport(fixed_mock.url, CHAT, timeout=10)
     t.connect()
     recs = [t.stream(body(max_tokens=10), meta(f"acc-{i}")) for i in range(5)]
-    log = fixed_mock.log_by_id()
+    log = fixed_mock.log_by_id(expect=5)
     for rec in recs:
         e = log[rec.meta.request_id]
         first = rec.t0 + rec.ttft_ms / 1000
@@ -137,8 +137,7 @@ def test_cancelled_mid_stream_reports_a_cancelled_record(fixed_mock):
     g.kill()
     assert len(got) == 1 and got[0].status == "cancelled" and got[0].completion_tokens > 5
     assert t.sock is None
-    gevent.sleep(0.2)
-    assert fixed_mock.log_by_id()["cut"]["outcome"] == "disconnected"
+    assert fixed_mock.log_by_id(expect=1)["cut"]["outcome"] == "disconnected"
 
 
 def test_completions_endpoint(fixed_mock):
