@@ -6,16 +6,18 @@ STAMP := $(VENV)/.installed
 
 .PHONY: venv test lint demo bench clean browser-deps
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py llmload-locust-help.pth
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
+	@# an editable install leaves out the .pth that lists llmload's options in `locust --help`
+	$(PY) -c "import shutil, sysconfig; shutil.copy('llmload-locust-help.pth', sysconfig.get_paths()['purelib'])"
 	touch $(STAMP)
 
 venv: $(STAMP)
 
 lint: venv
-	$(VENV)/bin/ruff check llmload tests benchmarks locustfiles
+	$(VENV)/bin/ruff check llmload tests benchmarks locustfiles llmload_locust_help.py setup.py
 
 # The web UI test drives Debian's chromium through chromedriver; install both when missing.
 browser-deps:

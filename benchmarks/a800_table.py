@@ -24,7 +24,7 @@ import gevent  # noqa: E402
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 
-from llmload.mock.launch import port_of, start_mock_process  # noqa: E402
+from llmload.mock.launch import port_of, start_mock_process, stop_mock_process  # noqa: E402
 from llmload.protocol import chat_body, encode_body  # noqa: E402
 from llmload.record import RequestMeta  # noqa: E402
 from llmload.transport import FastTransport  # noqa: E402
@@ -78,8 +78,7 @@ def main() -> None:
             print(f"{conc:>5}{m_tps:>10.1f}{tps:>8.1f}{m_ttft:>10.1f}{ttft:>8.1f}{m_tpot:>10.2f}{tpot:>8.1f}"
                   f"{dev:>10.1%}", flush=True)
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop_mock_process(proc)
     print(f"worst deviation {worst:.1%} (target ≤ 15 %)")
 
 

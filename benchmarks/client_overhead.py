@@ -34,7 +34,7 @@ import numpy as np  # noqa: E402
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 
-from llmload.mock.launch import port_of, start_mock_process  # noqa: E402
+from llmload.mock.launch import port_of, start_mock_process, stop_mock_process  # noqa: E402
 from llmload.protocol import chat_body, encode_body  # noqa: E402
 from llmload.record import RequestMeta  # noqa: E402
 from llmload.transport import FastTransport, OpenAITransport  # noqa: E402
@@ -112,8 +112,7 @@ def main() -> None:
                 try:
                     r = run(classes[name], port, streams, args.seconds, args.output_tokens)
                 finally:
-                    proc.terminate()
-                    proc.wait(10)
+                    stop_mock_process(proc)
                 t = truth(log_path)
             ok = [x for x in r["records"] if x.ok]
             ttft_err, tpot_err = [], []

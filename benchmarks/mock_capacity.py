@@ -29,7 +29,7 @@ import gevent  # noqa: E402
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 
-from llmload.mock.launch import port_of, start_mock_process  # noqa: E402
+from llmload.mock.launch import port_of, start_mock_process, stop_mock_process  # noqa: E402
 from llmload.protocol import chat_body, encode_body  # noqa: E402
 from llmload.record import RequestMeta  # noqa: E402
 from llmload.transport import FastTransport  # noqa: E402
@@ -83,8 +83,7 @@ def run(streams: int, seconds: float) -> dict:
         wall = t1 - t0
         cpu = cpu1 - cpu0
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop_mock_process(proc)
     steps = after["+Inf"] - before.get("+Inf", 0.0)
     late = steps - (after["0.001"] - before.get("0.001", 0.0))
     within_half = after["0.0005"] - before.get("0.0005", 0.0)

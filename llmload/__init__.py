@@ -1,8 +1,15 @@
 """llmload: load-test OpenAI-compatible LLM servers with Locust.
 
-Public names (imported lazily, so `llmload mock` never loads Locust)::
+The public names, imported lazily so that ``llmload mock`` and ``llmload report`` never load
+Locust; everything else may move between releases::
 
-    from llmload import LLMUser, LLMCompletionsUser
+    from llmload import LLMUser, StepLoadShape
+
+    class ChatUser(LLMUser):
+        scenario = "scenarios/chat.yaml"
+
+    class Steps(StepLoadShape):
+        steps = (4, 8, 16, 32)
 """
 
 from __future__ import annotations
@@ -15,10 +22,13 @@ _EXPORTS = {
     "LLMUser": "llmload.users",
     "LLMCompletionsUser": "llmload.users",
     "users_from_scenario": "llmload.users",
+    "StepLoadShape": "llmload.shapes",
+    "RampLoadShape": "llmload.shapes",
+    "RateLadderShape": "llmload.shapes",
     "load_scenario": "llmload.workload.scenario",
     "LLMRequest": "llmload.workload.base",
     "RequestRecord": "llmload.record",
-    "Histogram": "llmload.histogram",
+    "parse_slo": "llmload.slo",
     "FastTransport": "llmload.transport",
     "OpenAITransport": "llmload.transport",
 }

@@ -64,10 +64,9 @@ def _report(args: argparse.Namespace) -> int:
 
 def scenario_slos(path: str) -> list:
     """Each workload's ``slo:`` in a scenario file, scoped to that workload."""
-    from llmload.report.slo import SLO
     from llmload.workload.scenario import load_scenario
 
-    return [SLO(metric=m, limit=v, scenario=w.name) for w in load_scenario(path).workloads for m, v in w.slo.items()]
+    return [slo for w in load_scenario(path).workloads for slo in w.slos]
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -78,6 +77,26 @@ def _demo(args: argparse.Namespace) -> int:
     except (RuntimeError, OSError) as e:
         print(str(e), file=sys.stderr)
         return 2
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
+    return value
+
+
+def _step_list(text: str) -> str:
+    from llmload.schedules import parse_steps
+
+    try:
+        parse_steps(text, "")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).split(": ", 1)[-1]) from None
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -115,8 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="mock server + headless step load + summary, in about a minute")
     demo.add_argument("--out", default="reports/demo", help="where the CSVs and the report go (default reports/demo)")
     demo.add_argument("--profile", default=DEMO_PROFILE, help=f"mock profile (default {DEMO_PROFILE})")
-    demo.add_argument("--steps", default=DEMO_STEPS, help=f"user count per step (default {DEMO_STEPS})")
-    demo.add_argument("--step-seconds", type=float, default=DEMO_STEP_SECONDS,
+    demo.add_argument("--steps", type=_step_list, default=DEMO_STEPS,
+                      help=f"user count per step (default {DEMO_STEPS})")
+    demo.add_argument("--step-seconds", type=_positive_seconds, default=DEMO_STEP_SECONDS,
                       help=f"seconds per step (default {DEMO_STEP_SECONDS})")
     demo.set_defaults(func=_demo)
     return parser

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from llmload.mock.launch import start_mock_process
+from llmload.mock.launch import start_mock_process, stop_mock_process
 
 DEMO_PROFILE = "llama3-70b-2xa100"
 DEMO_STEPS = "8,16,32,48,64"
@@ -44,11 +44,7 @@ def run_demo(out: str, profile: str = DEMO_PROFILE, steps: str = DEMO_STEPS,
     except KeyboardInterrupt:
         rc = 130
     finally:
-        mock.terminate()
-        try:
-            mock.wait(10)
-        except subprocess.TimeoutExpired:
-            mock.kill()
+        stop_mock_process(mock)
     print(f"llmload demo: load test finished in {time.monotonic() - t0:.0f} s (exit {rc})")
     print(f"llmload demo: per-request rows in {prefix}_requests.csv, summary in {prefix}_llm_stats.csv")
     if rc != 0:

@@ -1,4 +1,5 @@
-"""The live view: rolling-window LLM stats per scenario, and live SLO checks. Pure (times passed in).
+"""The live view: rolling-window LLM stats per scenario, and the history sampled from it. Pure
+(times passed in; the plugin writes the history rows to PREFIX_llm_history.csv).
 
 Rows are bucketed by the second their request *completed*; per-chunk ITL comes as histogram
 deltas bucketed by the second they arrived. A window covers ``[now − lag − W, now − lag)``:
@@ -11,22 +12,23 @@ Usage::
     live.add_row(row)                       # every request row, as it arrives
     live.add_itl("chat", itl_hist, now)     # per-chunk ITL deltas
     rows = live.snapshot(now, lag_s=4.0)    # one dict per scenario + "Aggregated"
+    history = LiveHistory()
+    history.sample(live, now, lag_s=4.0, users=16, in_flight={"chat": 7}, health=[...])
 """
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import Any
 
+from llmload.health import describe
 from llmload.histogram import Histogram
-from llmload.record import CSV_COLUMNS, OK
+from llmload.record import CSV_COLUMNS, OK, rounded
 from llmload.stats import AGGREGATED, ScenarioStats
 
 WINDOW_S = 10.0
 KEEP_S = 120.0
-MIN_SAMPLES = 10  # fewer ok requests in a window: no SLO verdict
+HISTORY_KEEP = 20_000
 
 _SCENARIO = CSV_COLUMNS.index("scenario")
 _START = CSV_COLUMNS.index("start_time")
@@ -89,10 +91,6 @@ class LiveWindow:
         return rows
 
 
-def _r(v: float | None, nd: int = 2) -> float | None:
-    return None if v is None or (isinstance(v, float) and math.isnan(v)) else round(v, nd)
-
-
 def window_row(name: str, s: ScenarioStats, window_s: float) -> dict[str, Any]:
     h = s.hist
     ttft = h["ttft"].percentiles((50, 95, 99)) if h["ttft"] else [None] * 3
@@ -106,55 +104,53 @@ def window_row(name: str, s: ScenarioStats, window_s: float) -> dict[str, Any]:
         "ok": s.ok,
         "errors": sum(errors.values()),
         "errors_by_status": errors,
-        "rps": _r(s.ok / window_s, 3),
-        "output_tps": _r(s.output_tokens / window_s, 1),
-        "ttft_p50_ms": _r(ttft[0]), "ttft_p95_ms": _r(ttft[1]), "ttft_p99_ms": _r(ttft[2]),
-        "tpot_p50_ms": _r(tpot[0]), "tpot_p95_ms": _r(tpot[1]), "tpot_p99_ms": _r(tpot[2]),
-        "itl_p50_ms": _r(itl[0]), "itl_p95_ms": _r(itl[1]), "itl_p99_ms": _r(itl[2]),
-        "worst_stall_ms": _r(h["itl_max"].max) if h["itl_max"] else None,
-        "cache_hit_ratio": _r(s.cached_tokens / s.prompt_tokens, 4) if s.prompt_tokens else None,
+        "rps": rounded(s.ok / window_s, 3),
+        "output_tps": rounded(s.output_tokens / window_s, 1),
+        "ttft_p50_ms": rounded(ttft[0], 2), "ttft_p95_ms": rounded(ttft[1], 2), "ttft_p99_ms": rounded(ttft[2], 2),
+        "tpot_p50_ms": rounded(tpot[0], 2), "tpot_p95_ms": rounded(tpot[1], 2), "tpot_p99_ms": rounded(tpot[2], 2),
+        "itl_p50_ms": rounded(itl[0], 2), "itl_p95_ms": rounded(itl[1], 2), "itl_p99_ms": rounded(itl[2], 2),
+        "worst_stall_ms": rounded(h["itl_max"].max, 2) if h["itl_max"] else None,
+        "cache_hit_ratio": rounded(s.cached_tokens / s.prompt_tokens, 4) if s.prompt_tokens else None,
         "_stats": s,
     }
 
 
-@dataclass(frozen=True)
-class LiveSLO:
-    """An SLO checked on the live window: ``scenario`` None means the whole run."""
+class LiveHistory:
+    """The live window sampled every interval: one row per scenario (and Aggregated), kept in
+    memory for the LLM tab and the dashboard, with which client processes limited the run."""
 
-    metric: str
-    limit: float
-    scenario: str | None = None
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+        self.limited_intervals: list[str] = []  # one text per interval in which a client was limited
 
+    def sample(self, live: LiveWindow, now: float, lag_s: float, users: int, in_flight: dict[str, int],
+               health: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One row per scenario over the window ending ``lag_s`` before ``now``."""
+        live.prune(now)
+        rows = live.snapshot(now, lag_s)
+        limited = [h for h in health if h.get("limited")]
+        if limited:
+            self.limited_intervals.append(", ".join(f"worker {h['worker']}: {describe(h)}" for h in limited))
+        total_in_flight = sum(in_flight.values())
+        out = []
+        for r in rows:
+            r = {k: v for k, v in r.items() if k != "_stats"}
+            r.update({
+                "time": round(now, 3), "users": users,
+                "in_flight": total_in_flight if r["scenario"] == AGGREGATED or len(rows) == 1
+                else in_flight.get(r["scenario"], 0),
+                "client_cpu_max": max((h["cpu"] for h in health), default=None),
+                "client_lag_p99_ms_max": max((h["lag_p99_ms"] for h in health), default=None),
+                "client_limited": bool(limited),
+            })
+            out.append(r)
+        self.rows.extend(out)
+        del self.rows[:-HISTORY_KEEP]
+        return out
 
-def slo_value(slo: LiveSLO, s: ScenarioStats) -> float | None:
-    """The SLO's metric over a window's stats; None when there are too few samples to judge."""
-    if slo.metric == "error_rate":
-        finished = s.requests - s.status_counts.get("cancelled", 0)
-        errors = finished - s.ok
-        return errors / finished if finished >= MIN_SAMPLES else None
-    field, _, rest = slo.metric.rpartition("_ms")[0].rpartition("_")
-    name, stat = field, rest
-    h = s.hist.get(name)
-    if h is None or h.count < MIN_SAMPLES:
-        return None
-    if stat == "mean":
-        return h.mean
-    q = 50.0 if stat == "median" else float(stat[1:])
-    return h.percentile(q)
-
-
-def broken_slos(slos: list[LiveSLO], per: dict[str, ScenarioStats]) -> list[str]:
-    """The SLOs the window breaks, as text (``[scenario:]metric=value>limit``)."""
-    total = ScenarioStats()
-    for s in per.values():
-        total.merge(s)
-    out = []
-    for slo in slos:
-        s = total if slo.scenario is None else per.get(slo.scenario)
-        if s is None:
-            continue
-        v = slo_value(slo, s)
-        if v is not None and v > slo.limit:
-            scope = f"{slo.scenario}:" if slo.scenario else ""
-            out.append(f"{scope}{slo.metric}={v:.4g}>{slo.limit:g}")
-    return out
+    def latest(self) -> list[dict[str, Any]]:
+        """The rows of the newest sample."""
+        if not self.rows:
+            return []
+        t = self.rows[-1]["time"]
+        return [r for r in self.rows if r["time"] == t]

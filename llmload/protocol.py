@@ -20,8 +20,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-CHAT_PATH = "/v1/chat/completions"
-COMPLETIONS_PATH = "/v1/completions"
+# The endpoints llmload streams from, by the name --endpoint and scenario files use.
+ENDPOINTS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 
 
 def chat_body(

@@ -38,7 +38,6 @@ CANCELLED = "cancelled"
 
 STATUSES = (OK, RATE_LIMITED, HTTP_4XX, HTTP_5XX, CONNECT_ERROR, TIMEOUT, TRUNCATED, STREAM_ERROR,
             PROTOCOL_ERROR, EMPTY, CANCELLED)
-FAILURES = frozenset(STATUSES) - {OK, CANCELLED}
 
 CSV_COLUMNS = (
     "request_id", "start_time", "scenario", "status", "http_status", "ttft_ms", "ttft_visible_ms",
@@ -96,7 +95,8 @@ class RequestRecord:
         m = self.meta
         return (
             m.request_id, round(m.start_time, 6), m.scenario, self.status, self.http_status,
-            _r(self.ttft_ms), _r(self.ttft_visible_ms), _r(self.tpot_ms), _r(self.e2e_ms), _r(self.itl_max_ms),
+            rounded(self.ttft_ms), rounded(self.ttft_visible_ms), rounded(self.tpot_ms), rounded(self.e2e_ms),
+            rounded(self.itl_max_ms),
             self.prompt_tokens, self.cached_tokens, self.completion_tokens, m.max_tokens, self.token_source,
             self.finish_reason, m.users, m.worker, m.session_id, m.turn, self.error,
             None if m.scheduled_time is None else round(m.scheduled_time, 6), m.requested_input_tokens,
@@ -104,8 +104,9 @@ class RequestRecord:
         )
 
 
-def _r(x: float | None) -> float | None:
-    return None if x is None else round(x, 3)
+def rounded(v: float | None, digits: int = 3) -> float | None:
+    """``v`` rounded for a CSV or JSON cell; None for a missing or NaN value."""
+    return None if v is None or v != v else round(v, digits)
 
 
 def status_for_http(code: int) -> str:

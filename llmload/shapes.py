@@ -26,45 +26,9 @@ from typing import Any
 
 from locust import LoadTestShape
 
-from llmload.live import broken_slos
-
-
-def _parse_list(text: str | Sequence[Any], conv: type, where: str, what: str) -> tuple[Any, ...]:
-    items = text.split(",") if isinstance(text, str) else list(text)
-    try:
-        values = tuple(conv(str(x).strip()) for x in items if str(x).strip())
-    except ValueError:
-        raise ValueError(f"{where} {text!r}: expected {what} separated by commas") from None
-    if not values or any(v <= 0 for v in values):
-        raise ValueError(f"{where} {text!r}: expected one or more {what} above 0")
-    return values
-
-
-def parse_steps(text: str | Sequence[int], where: str = "--steps") -> tuple[int, ...]:
-    """``"4,8,16"`` → (4, 8, 16); every step a positive whole number of users."""
-    return _parse_list(text, int, where, "user counts, e.g. 4,8,16,")
-
-
-def parse_rates(text: str | Sequence[float], where: str = "--rate-steps") -> tuple[float, ...]:
-    """``"2,4,8"`` → (2.0, 4.0, 8.0) requests/s."""
-    return _parse_list(text, float, where, "requests/s, e.g. 2,4,8,")
-
-
-def step_schedule(t: float, steps: Sequence[Any], step_seconds: float) -> Any:
-    """The step wanted at run time ``t`` (seconds); None once the last step is over."""
-    if t < 0:
-        return steps[0]
-    index = int(t // step_seconds)
-    return steps[index] if index < len(steps) else None
-
-
-def ramp_schedule(t: float, start: int, end: int, ramp_s: float, hold_s: float) -> int | None:
-    """Users wanted at run time ``t`` of a linear ramp; None after ramp + hold."""
-    if t >= ramp_s + hold_s:
-        return None
-    if ramp_s <= 0 or t >= ramp_s:
-        return end
-    return int(round(start + (end - start) * max(t, 0.0) / ramp_s))
+from llmload.schedules import parse_rates, parse_steps, ramp_schedule, step_schedule
+from llmload.slo import broken_slos
+from llmload.stats import ScenarioStats
 
 
 class _Settings:
@@ -74,7 +38,7 @@ class _Settings:
         env = shape.runner.environment if shape.runner is not None else None
         self.opts = env.parsed_options if env is not None else None
         self.plugin = getattr(env, "llmload", None)
-        self.yaml = self.plugin.scenario_shape() if self.plugin is not None else {}
+        self.yaml = self.plugin.config.shape if self.plugin is not None else {}
         self.shape = shape
 
     def get(self, option: str, yaml_key: str, attr: str) -> Any:
@@ -95,7 +59,7 @@ class _SLOStop:
         self.action = settings.get("slo_stop_action", "slo_stop_action", "slo_stop_action") or "stop"
         if self.action not in ("stop", "hold"):
             raise ValueError(f"--slo-stop-action {self.action!r}: expected stop or hold")
-        self.slos = self.plugin.live_slos() if self.plugin is not None and self.after_s > 0 else []
+        self.slos = self.plugin.config.slos if self.plugin is not None and self.after_s > 0 else []
         self.broken_since: float | None = None
         self.broken: list[str] = []
 
@@ -104,7 +68,10 @@ class _SLOStop:
         if not self.slos:
             return False
         per, _ = self.plugin.live.merged(now, self.plugin.live_lag_s())
-        self.broken = broken_slos(self.slos, per)
+        total = ScenarioStats()
+        for s in per.values():
+            total.merge(s)
+        self.broken = broken_slos(self.slos, per, total)
         if not self.broken:
             self.broken_since = None
             return False

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import random
 import re
 import sys
@@ -28,16 +27,17 @@ import gevent
 import gevent.lock
 from locust import User, constant, task
 
-from llmload.plugin import ENDPOINTS, api_key_from_env, get_plugin
-from llmload.protocol import encode_body
+from llmload.config import UserSetup
+from llmload.options import api_key_from_env
+from llmload.plugin import get_plugin
+from llmload.protocol import ENDPOINTS, encode_body
 from llmload.record import RequestMeta, RequestRecord
-from llmload.transport import FastTransport, OpenAITransport
+from llmload.transport import Transport, make_transport
 from llmload.workload.arrival import ArrivalGate
 from llmload.workload.base import LLMRequest, Workload
 from llmload.workload.builder import ScenarioWorkload, stable_seed
-from llmload.workload.distributions import parse_distribution
-from llmload.workload.scenario import ScenarioSpec, WorkloadSpec, load_scenario_cached
-from llmload.workload.synthetic import LengthRange, SyntheticChat
+from llmload.workload.scenario import ScenarioSpec, WorkloadSpec, load_scenario_cached, resolve_scenario_path
+from llmload.workload.synthetic import SyntheticChat
 
 _user_numbers = itertools.count()
 
@@ -54,19 +54,36 @@ class LLMUser(User):
 
     abstract = True
     wait_time = constant(0)
+    llmload_user = True  # how llmload.config tells its users from other Locust users
+
     scenario: str = "chat"
+    """A scenario YAML file (``scenarios/rag.yaml``), or a plain name for synthetic chat."""
+
     workload: str | None = None
-    endpoint: str = "chat"  # "chat" or "completions"
+    """The workload of a file with several; None: each user draws one by weight."""
+
+    endpoint: str = "chat"
+    """``chat`` or ``completions`` (a scenario's workload and ``--endpoint`` override it)."""
+
     model: str | None = None
+    """Model to request; default: ``--model``, the scenario's, else the server's first model."""
+
     input_tokens: int | str = 256
+    """Synthetic chat: prompt length, ``N`` or ``"LOW-HIGH"`` (``--input-tokens`` overrides)."""
+
     output_tokens: int | str = 128
+    """Synthetic chat: ``max_tokens``, ``N`` or ``"LOW-HIGH"`` (``--output-tokens`` overrides)."""
+
     ignore_eos: bool = False
-    transport_name: str | None = None  # "fast" | "openai"; default from --transport
+    """Send vLLM's ``ignore_eos`` so every reply is exactly ``max_tokens`` long."""
+
+    transport_name: str | None = None
+    """``fast`` (default) or ``openai`` (the official SDK); ``--transport`` overrides."""
 
     def __init__(self, environment: Any) -> None:
         super().__init__(environment)
         self.plugin = get_plugin(environment)
-        self.transport: FastTransport | OpenAITransport | None = None
+        self.transport: Transport | None = None
         self.source: Workload | None = None
         self.user_number = next(_user_numbers)
         self.scenario_name = self.scenario
@@ -76,29 +93,21 @@ class LLMUser(User):
 
     # -- lifecycle -------------------------------------------------------------------------------
     def on_start(self) -> None:
-        if not self.host:
-            raise ValueError("llmload: no server address; pass --host http://HOST:PORT (or set `host` on the user)")
+        setup = self.plugin.setup_for(type(self))  # checked at init; a broken run stops users quietly
         plugin = self.plugin
-        scenario = plugin.option("scenario") or self.scenario
-        spec = None
-        if is_scenario_file(scenario):
-            scenario_spec = load_scenario_cached(resolve_path(scenario, type(self)))
-            spec = self._pick_workload(scenario_spec)
-        endpoint = plugin.option("endpoint") or (spec.endpoint if spec else self.endpoint)
-        if endpoint not in ENDPOINTS:
-            raise ValueError(f"llmload: endpoint {endpoint!r}: expected one of {', '.join(ENDPOINTS)}")
+        scenario_spec = setup.scenario
+        spec = self._pick_workload(scenario_spec) if scenario_spec is not None else None
+        endpoint = setup.endpoint_for(spec.endpoint if spec else None)
         api_key = api_key_from_env()
-        kind = plugin.option("transport") if plugin.option("transport") != "fast" else (self.transport_name or "fast")
-        cls = OpenAITransport if kind == "openai" else FastTransport
-        self.transport = cls(self.host, ENDPOINTS[endpoint], api_key=api_key,
-                             timeout=float(plugin.option("request_timeout", 600.0)))
+        self.transport = make_transport(setup.transport, self.host, ENDPOINTS[endpoint], api_key,
+                                        plugin.config.request_timeout)
         model = plugin.option("model") or (spec.model if spec and spec.model else None) or self.model \
             or plugin.resolve_model(self.host, api_key)
         if spec is None:
             self.source = self.make_workload(model=model, chat=endpoint == "chat")
         else:
             self.scenario_name = spec.name
-            self.source = self._scenario_workload(scenario_spec, spec, model, endpoint)
+            self.source = self._scenario_workload(scenario_spec, spec, model, endpoint, setup)
             shared = plugin.shared
             if spec.max_concurrent:
                 self._cap = shared.semaphore(("concurrent", spec.name), spec.max_concurrent)
@@ -122,14 +131,14 @@ class LLMUser(User):
     def make_workload(self, model: str, chat: bool) -> Workload:
         """The request source when ``scenario`` is a plain name: synthetic chat sized by
         --input-tokens/--output-tokens or the class attributes. Override for your own."""
-        p = self.plugin
+        setup = self.plugin.setup_for(type(self))
         return SyntheticChat(
-            scenario=p.option("scenario") or self.scenario,
+            scenario=setup.scenario_name,
             model=model,
-            input_tokens=LengthRange.parse(p.option("input_tokens") or self.input_tokens, "--input-tokens"),
-            output_tokens=LengthRange.parse(p.option("output_tokens") or self.output_tokens, "--output-tokens"),
+            input_tokens=setup.input_lengths,
+            output_tokens=setup.output_lengths,
             seed=self.seed(),
-            ignore_eos=bool(p.option("ignore_eos")) or self.ignore_eos,
+            ignore_eos=setup.ignore_eos,
             chat=chat,
         )
 
@@ -142,22 +151,17 @@ class LLMUser(User):
         rng = random.Random(self.seed())
         return rng.choices(scenario.workloads, weights=[w.weight for w in scenario.workloads])[0]
 
-    def _scenario_workload(self, scenario: ScenarioSpec, spec: WorkloadSpec, model: str,
-                           endpoint: str) -> ScenarioWorkload:
+    def _scenario_workload(self, scenario: ScenarioSpec, spec: WorkloadSpec, model: str, endpoint: str,
+                           setup: UserSetup) -> ScenarioWorkload:
         p = self.plugin
         shared = p.shared
-        overrides = {}
-        for key in ("input_tokens", "output_tokens"):
-            text = p.option(key)
-            if text:
-                overrides[key] = parse_distribution(text, f"--{key.replace('_', '-')}", minimum=1 if
-                                                    key == "output_tokens" else 0)
         return ScenarioWorkload(
             spec, scenario_seed=scenario.seed, user_seed=self.seed(), model=model,
             text=shared.text_source(scenario.seed + p.worker_index, scenario.tokenizer),
             prefixes=shared.prefix_pool(scenario, spec),
             conversations=shared.conversations(spec) if spec.dataset is not None else None,
-            ignore_eos=True if p.option("ignore_eos") else None, endpoint=endpoint, **overrides)
+            input_tokens=setup.input_override, output_tokens=setup.output_override,
+            ignore_eos=True if p.option("ignore_eos") else None, endpoint=endpoint)
 
     def seed(self) -> int:
         """Reproducible and different per worker and per user: (seed, worker index, user number)."""
@@ -217,23 +221,6 @@ class LLMCompletionsUser(LLMUser):
     endpoint = "completions"
 
 
-def is_scenario_file(scenario: str) -> bool:
-    return scenario.endswith((".yaml", ".yml"))
-
-
-def resolve_path(path: str, user_class: type) -> str:
-    """A scenario path as given, else relative to the locustfile, else to its parent directory."""
-    if os.path.isabs(path) or os.path.exists(path):
-        return path
-    module = sys.modules.get(user_class.__module__)
-    here = os.path.dirname(os.path.abspath(getattr(module, "__file__", "") or "."))
-    for base in (here, os.path.dirname(here)):
-        candidate = os.path.join(base, path)
-        if os.path.exists(candidate):
-            return candidate
-    return path  # load_scenario reports it missing
-
-
 def integer_weights(weights: list[float]) -> list[int]:
     """Locust wants whole weights: the smallest whole numbers in the same ratio (to 1/100)."""
     fractions = [Fraction(w).limit_denominator(100) for w in weights]
@@ -250,13 +237,7 @@ def users_from_scenario(path: str, base: type[LLMUser] = LLMUser, **attrs: Any) 
         globals().update(users_from_scenario("scenarios/mixed.yaml"))
     """
     frame = sys._getframe(1)
-    here = os.path.dirname(os.path.abspath(frame.f_globals.get("__file__", ".")))
-    resolved = path
-    if not os.path.isabs(path) and not os.path.exists(path):
-        for b in (here, os.path.dirname(here)):
-            if os.path.exists(os.path.join(b, path)):
-                resolved = os.path.join(b, path)
-                break
+    resolved = resolve_scenario_path(path, frame.f_globals.get("__file__", "."))
     spec = load_scenario_cached(resolved)
     weights = integer_weights([w.weight for w in spec.workloads])
     classes: dict[str, type[LLMUser]] = {}

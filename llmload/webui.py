@@ -41,10 +41,9 @@ def _fmt(v: Any) -> Any:
 
 def tab_rows(plugin: LLMLoadPlugin) -> list[dict[str, Any]]:
     """The LLM tab: the latest history sample (live window), one row per scenario."""
-    if not plugin.history:
+    latest = plugin.history.latest()
+    if not latest:
         return []
-    t = plugin.history[-1]["time"]
-    latest = [r for r in plugin.history if r["time"] == t]
     _, health = plugin.client_state()
     limited = [h for h in health if h.get("limited")]
     if limited:
@@ -103,7 +102,7 @@ def install(environment: Any, plugin: LLMLoadPlugin) -> None:
     @auth
     def history() -> Response:
         since = float(request.args.get("since", 0) or 0)
-        rows = [{k: v for k, v in r.items()} for r in plugin.history if r["time"] > since]
+        rows = [dict(r) for r in plugin.history.rows if r["time"] > since]
         return Response(json.dumps({"rows": rows, "state": environment.runner.state if environment.runner else ""}),
                         mimetype="application/json")
 

@@ -19,9 +19,20 @@ from dataclasses import dataclass, field  # noqa: E402
 
 import pytest  # noqa: E402
 
-from llmload.mock.launch import port_of, start_mock_process  # noqa: E402
+from llmload.mock.launch import port_of, start_mock_process, stop_mock_process  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port() -> int:
+    """A port of 127.0.0.1 nothing listens on right now."""
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
 
 
 @dataclass
@@ -55,11 +66,7 @@ def start_mock(tmp_path, *args: str) -> Mock:
 
 
 def stop_mock(mock: Mock) -> None:
-    mock.proc.terminate()
-    try:
-        mock.proc.wait(10)
-    except subprocess.TimeoutExpired:
-        mock.proc.kill()
+    stop_mock_process(mock.proc)
 
 
 @pytest.fixture

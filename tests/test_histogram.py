@@ -9,7 +9,8 @@ import pytest
 
 from llmload.histogram import Histogram
 from llmload.record import RequestMeta, RequestRecord
-from llmload.stats import LLMStats, format_summary
+from llmload.stats import LLMStats
+from llmload.summary import format_summary
 
 QS = [1, 10, 50, 90, 95, 99, 99.9, 100]
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from llmload.mock.engine import BatchingEngine, EngineParams, EngineRequest, FixedEngine, prompt_block_hashes
+from llmload.mock.engine import BatchingEngine, EngineParams, EngineRequest
 from llmload.mock.faults import FaultPicker, parse_fault, parse_fault_rate
+from llmload.mock.fixed_engine import FixedEngine
+from llmload.mock.prefix_cache import prompt_block_hashes
 from llmload.mock.profiles import PROFILES
 from llmload.mock.simulate import closed_loop
 
@@ -51,7 +53,7 @@ def test_batching_slows_each_step_by_the_per_sequence_cost():
     ems = run_until_idle(e)
     decode_times = sorted({em.time for em in ems})
     gaps = [b - a for a, b in zip(decode_times[1:], decode_times[2:], strict=False)]
-    assert all(g == pytest.approx(0.014) for g in gaps)  # 10 + 4 seqs * 1 ms
+    assert len(gaps) == 3 and all(g == pytest.approx(0.014) for g in gaps)  # 10 + 4 seqs * 1 ms
 
 
 def test_requests_queue_when_max_num_seqs_is_full():
@@ -222,3 +224,16 @@ def test_a800_profile_matches_the_measured_table(conc):
     assert r.output_tps == pytest.approx(tps, rel=0.15)
     assert r.ttft_p50_ms == pytest.approx(ttft, rel=0.15)
     assert r.tpot_p50_ms == pytest.approx(tpot, rel=0.15)
+
+
+def test_a_late_advance_gives_each_emission_its_own_token_count():
+    # A driver that wakes late gets several emissions of one sequence from one advance; each must
+    # say how many tokens the sequence had then (the stream writer numbers words and places
+    # faults by it), not the count after the whole batch.
+    engine = FixedEngine(ttft_ms=0.0, itl_ms=1.0)
+    seq = engine.submit(EngineRequest(prompt_words=["w"] * 4, output_tokens=5), now=0.0)
+    emissions = engine.advance(0.0105)
+    assert [e.generated for e in emissions] == [1, 2, 3, 4, 5]
+    assert [e.first for e in emissions] == [True, False, False, False, False]
+    assert [e.finished for e in emissions] == [False, False, False, False, True]
+    assert seq.generated == 5

@@ -92,7 +92,8 @@ def test_output_length_without_ignore_eos_is_drawn_and_capped(mock_factory):
 def test_simple_routes_and_errors(fixed_mock):
     conn = http.client.HTTPConnection("127.0.0.1", fixed_mock.port, timeout=10)
     conn.request("GET", "/health")
-    assert conn.getresponse().status == 200 and True
+    resp = conn.getresponse()
+    assert resp.status == 200 and resp.read() == b""
     conn.close()
     conn = http.client.HTTPConnection("127.0.0.1", fixed_mock.port, timeout=10)
     conn.request("GET", "/v1/models")

@@ -10,7 +10,7 @@ import pytest
 from llmload.record import CSV_COLUMNS
 from llmload.report import ReportError, ReportOptions, build_report, parse_slo, write_report
 from llmload.report.capacity import cost_at, find_capacity, plan_for
-from llmload.report.slo import slos_for
+from llmload.slo import slos_for
 
 
 def write_csv(path, rows: list[dict]) -> str:
@@ -239,9 +239,9 @@ def test_open_loop_runs_step_by_arrival_rate(tmp_path):
 
 def test_slo_parsing():
     s = parse_slo("rag:tpot_p99.9_ms=50")
-    assert (s.scenario, s.metric, s.limit, s.field, s.stat) == ("rag", "tpot_p99.9_ms", 50.0, "tpot_ms", "p99.9")
+    assert (s.scenario, s.metric, s.limit, s.column, s.stat) == ("rag", "tpot_p99.9_ms", 50.0, "tpot_ms", "p99.9")
     assert parse_slo("e2e_mean_ms=3000").stat == "mean"
-    assert parse_slo("itl_max_p95_ms=500").field == "itl_max_ms"
+    assert parse_slo("itl_max_p95_ms=500").column == "itl_max_ms"
     for bad, msg in (("ttft=1", "unknown metric"), ("ttft_p95_ms", "METRIC=VALUE"), ("ttft_p95_ms=-1", ">= 0"),
                      ("error_rate=2", "fraction"), ("ttft_p0_ms=1", "percentile")):
         with pytest.raises(ValueError, match=msg):

@@ -7,17 +7,19 @@ import types
 import pytest
 
 from llmload.health import is_limited
-from llmload.live import LiveSLO, LiveWindow, broken_slos, slo_value
+from llmload.live import LiveWindow
 from llmload.record import RequestMeta, RequestRecord
-from llmload.shapes import (
-    RampLoadShape,
-    RateLadderShape,
-    StepLoadShape,
-    parse_rates,
-    parse_steps,
-    ramp_schedule,
-    step_schedule,
-)
+from llmload.schedules import parse_rates, parse_steps, ramp_schedule, step_schedule
+from llmload.shapes import RampLoadShape, RateLadderShape, StepLoadShape
+from llmload.slo import SLO, broken_slos, window_value
+from llmload.stats import ScenarioStats
+
+
+def merged_total(per):
+    total = ScenarioStats()
+    for s in per.values():
+        total.merge(s)
+    return total
 
 
 def test_step_schedule():
@@ -72,33 +74,28 @@ def test_live_slo_values_need_enough_samples():
     for i in range(5):
         live.add_row(row("chat", 1005 + i * 0.1, 3000.0))  # complete at 1006.x
     per, _ = live.merged(1012, 0)
-    slo = LiveSLO("ttft_p95_ms", 2000.0)
-    assert slo_value(slo, per["chat"]) is None  # 5 < MIN_SAMPLES: no verdict yet
+    slo = SLO("ttft_p95_ms", 2000.0)
+    assert window_value(slo, per["chat"]) is None  # 5 < MIN_SAMPLES: no verdict yet
     for i in range(10):
         live.add_row(row("chat", 1006 + i * 0.1, 3000.0))
     per, _ = live.merged(1012, 0)
-    assert slo_value(slo, per["chat"]) == pytest.approx(3000, rel=0.01)
-    assert broken_slos([slo], per) == ["ttft_p95_ms=3000>2000"]
-    assert broken_slos([LiveSLO("ttft_p95_ms", 2000.0, "rag")], per) == []  # no rag traffic
-    assert broken_slos([LiveSLO("tpot_p99_ms", 10.0, "chat")], per) == []
-    assert slo_value(LiveSLO("error_rate", 0.1), per["chat"]) == 0.0
+    total = merged_total(per)
+    assert window_value(slo, per["chat"]) == pytest.approx(3000, rel=0.01)
+    assert broken_slos([slo], per, total) == ["ttft_p95_ms=3000>2000"]
+    assert broken_slos([SLO("ttft_p95_ms", 2000.0, "rag")], per, total) == []  # no rag traffic
+    assert broken_slos([SLO("tpot_p99_ms", 10.0, "chat")], per, total) == []
+    assert window_value(SLO("error_rate", 0.1), per["chat"]) == 0.0
 
 
 class FakePlugin:
     def __init__(self, slos):
         self.live = LiveWindow()
-        self._slos = slos
+        self.config = types.SimpleNamespace(slos=slos, shape={})
         self.stop_reason = ""
         self.rates = []
 
-    def live_slos(self):
-        return self._slos
-
     def live_lag_s(self):
         return 0.0
-
-    def scenario_shape(self):
-        return {}
 
     def set_arrival_rate(self, rate):
         self.rates.append(rate)
@@ -118,7 +115,7 @@ class Steps(StepLoadShape):
 
 
 def test_step_shape_slo_stop_ends_the_run(monkeypatch):
-    plugin = FakePlugin([LiveSLO("ttft_p95_ms", 100.0)])
+    plugin = FakePlugin([SLO("ttft_p95_ms", 100.0)])
     shape = make_shape(Steps, plugin)
     clock = {"run": 0.0, "now": 5000.0}
     monkeypatch.setattr(shape, "get_run_time", lambda: clock["run"])
@@ -139,7 +136,7 @@ def test_step_shape_slo_stop_ends_the_run(monkeypatch):
 
 
 def test_step_shape_hold_goes_back_to_the_last_good_step(monkeypatch):
-    plugin = FakePlugin([LiveSLO("ttft_p95_ms", 100.0)])
+    plugin = FakePlugin([SLO("ttft_p95_ms", 100.0)])
     shape = make_shape(Steps, plugin, slo_stop_action="hold")
     clock = {"run": 0.0}
     monkeypatch.setattr(shape, "get_run_time", lambda: clock["run"])

@@ -101,12 +101,70 @@ def test_keep_alive_reuses_one_connection(fixed_mock):
     assert t.stream(body(max_tokens=2), meta("ka-new")).ok
 
 
-def test_server_closing_an_idle_keep_alive_connection_is_retried_transparently(fixed_mock):
+def test_server_closing_an_idle_keep_alive_connection_is_reconnected_before_t0(fixed_mock):
     t = FastTransport(fixed_mock.url, CHAT, timeout=10)
     t.connect()
+    first = t.sock
     t.sock._sock.shutdown(socket.SHUT_WR)  # the server sees EOF and closes its side
     gevent.sleep(0.2)
-    assert t.stream(body(max_tokens=2), meta("retry")).ok
+    assert t.stream(body(max_tokens=2), meta("reconnect")).ok
+    assert t.sock is not first  # the check before t0 saw the closed connection and opened a new one
+
+
+SSE_OK = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+          + b"".join(b"%x\r\n%b\r\n" % (len(e), e) for e in (
+              b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n',
+              b'data: {"choices":[{"index":0,"delta":{"content":"!"},"finish_reason":"stop"}]}\n\n',
+              b"data: [DONE]\n\n"))
+          + b"0\r\n\r\n")
+
+
+def closing_server(answers: list[bool]):
+    """A server whose Nth connection reads one request, then answers it (True) or closes (False)."""
+    from gevent.server import StreamServer
+
+    seen = []
+
+    def handle(sock, _addr):
+        n = len(seen)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            data = sock.recv(65536)
+            if not data:
+                return
+            buf += data
+        seen.append(buf.split(b"\r\n", 1)[0])
+        if n < len(answers) and answers[n]:
+            sock.sendall(SSE_OK)
+            gevent.sleep(0.5)
+        sock.close()
+
+    server = StreamServer(("127.0.0.1", 0), handle)
+    server.start()
+    return server, seen
+
+
+def test_a_reused_connection_closed_without_an_answer_is_retried_once():
+    # The race the check before t0 cannot see: the server closes a kept-alive connection just as
+    # the request is written. The request is sent again once on a new connection.
+    server, seen = closing_server([False, True])
+    try:
+        t = FastTransport(f"http://127.0.0.1:{server.server_port}", CHAT, timeout=5)
+        t.connect()  # reused by the request below: the server closes it after reading the request
+        rec = t.stream(body(), meta("retried"))
+        assert rec.ok and rec.completion_tokens == 2 and len(seen) == 2
+    finally:
+        server.stop()
+
+
+def test_a_fresh_connection_closed_without_an_answer_is_not_retried():
+    server, seen = closing_server([False, False])
+    try:
+        t = FastTransport(f"http://127.0.0.1:{server.server_port}", CHAT, timeout=5)
+        rec = t.stream(body(), meta("not-retried"))  # no connection yet: this one is fresh
+        assert rec.status == "connect_error" and "before any response" in rec.error and len(seen) == 1
+    finally:
+        server.stop()
 
 
 def test_timeout_when_no_first_token_or_no_progress(fixed_mock):

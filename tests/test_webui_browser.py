@@ -17,8 +17,7 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.test_e2e_locust import free_port
+from tests.conftest import ROOT, free_port
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import glob
 import json
+import os
 import random
 import statistics
 
@@ -14,6 +16,7 @@ from llmload.workload.dataset import load_dataset
 from llmload.workload.distributions import SpecError, parse_distribution
 from llmload.workload.scenario import ScenarioError, load_scenario, parse_scenario
 from llmload.workload.text import WORDS, TextSource
+from tests.conftest import ROOT
 
 N = 40_000
 
@@ -170,7 +173,8 @@ def test_sharegpt_dataset_replays_every_turn(tmp_path):
                                 {"role": "assistant", "content": "the real reply"},
                                 {"role": "user", "content": "and more"}]
     first = parse_scenario("workloads:\n  sg:\n    dataset: {path: d.json, turns: first}\n", "s", str(tmp_path))
-    assert all(len(c.turns) == 1 for c in load_dataset(first.workloads[0].dataset))
+    convs = load_dataset(first.workloads[0].dataset)
+    assert convs and all(len(c.turns) == 1 for c in convs)
 
 
 def test_jsonl_dataset(tmp_path):
@@ -211,9 +215,11 @@ def test_validation_errors_name_file_line_and_key(tmp_path, text, msg):
 
 
 def test_every_shipped_scenario_loads():
-    for name in ("chat", "rag", "long_context", "multi_turn", "mixed", "open_loop"):
-        spec = load_scenario(f"scenarios/{name}.yaml")
-        assert spec.workloads
+    paths = sorted(glob.glob(os.path.join(ROOT, "scenarios", "*.yaml")))
+    assert len(paths) >= 6
+    for path in paths:
+        spec = load_scenario(path)
+        assert spec.workloads and all(w.input_tokens is not None or w.dataset is not None for w in spec.workloads)
     with pytest.raises(ScenarioError, match="cannot read"):
         load_scenario("scenarios/none.yaml")
 

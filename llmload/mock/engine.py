@@ -1,6 +1,7 @@
 """A simulated LLM serving engine: pure logic, driven by whatever clock the caller passes in.
 
-Two engines share one interface so the HTTP front does not care which it drives:
+Two engines share one interface so the HTTP front does not care which it drives (the fixed one
+lives in :mod:`.fixed_engine`, the prefix cache in :mod:`.prefix_cache`):
 
 * :class:`BatchingEngine` models a vLLM-like continuous-batching scheduler: at most
   ``max_num_seqs`` sequences run, each step has a token budget (``max_num_batched_tokens``)
@@ -24,14 +25,13 @@ tokens + step_per_context_token_ms * decode context tokens``. Times are seconds.
 
 from __future__ import annotations
 
-import bisect
-import heapq
 import itertools
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 
-BLOCK_SIZE = 16
+from llmload.mock.prefix_cache import BLOCK_SIZE, PrefixCache, prompt_block_hashes
+from llmload.mock.prometheus import TPOT_BUCKETS, TTFT_BUCKETS, LatencyHistogram
 
 
 @dataclass(frozen=True)
@@ -102,79 +102,16 @@ class Sequence:
 
 @dataclass(frozen=True, slots=True)
 class Emission:
-    """Tokens a sequence produced at ``time``; ``first`` marks its first token."""
+    """Tokens a sequence produced at ``time``; ``first`` marks its first token. ``generated`` is
+    the sequence's token count after this emission: a late caller may get several emissions of
+    one sequence from one ``advance``, and ``seq.generated`` is then already past the earlier ones."""
 
     seq: Sequence
     tokens: int
     time: float
     first: bool
     finished: bool
-
-
-def prompt_block_hashes(words: Seq[str]) -> list[int]:
-    """Hash of the whole prefix up to the end of each full 16-word block (vLLM's scheme)."""
-    hashes = []
-    h = 0
-    for start in range(0, len(words) - BLOCK_SIZE + 1, BLOCK_SIZE):
-        h = hash((h, tuple(words[start:start + BLOCK_SIZE])))
-        hashes.append(h)
-    return hashes
-
-
-class PrefixCache:
-    """LRU set of block hashes; a hit needs every earlier block to hit too."""
-
-    def __init__(self, capacity_blocks: int) -> None:
-        self.capacity = max(0, capacity_blocks)
-        self._blocks: OrderedDict[int, None] = OrderedDict()
-        self.queried_tokens = 0
-        self.hit_tokens = 0
-
-    def lookup(self, hashes: list[int], prompt_len: int) -> int:
-        """Cached tokens for a prompt; touches the hit blocks so they stay."""
-        hit = 0
-        for h in hashes:
-            if h not in self._blocks:
-                break
-            self._blocks.move_to_end(h)
-            hit += 1
-        # vLLM always recomputes the last prompt token to get logits for sampling.
-        cached = min(hit * BLOCK_SIZE, max(prompt_len - 1, 0))
-        self.queried_tokens += prompt_len
-        self.hit_tokens += cached
-        return cached
-
-    def insert(self, hashes: list[int]) -> None:
-        for h in hashes:
-            self._blocks[h] = None
-            self._blocks.move_to_end(h)
-        while len(self._blocks) > self.capacity:
-            self._blocks.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._blocks)
-
-
-# vLLM's bucket bounds (seconds) for its TTFT and TPOT histograms.
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
-                7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-                10.0, 20.0, 40.0, 80.0)
-
-
-class LatencyHistogram:
-    """Cumulative-bucket histogram in Prometheus' shape (per-bucket counts, sum, count)."""
-
-    def __init__(self, bounds: tuple[float, ...]) -> None:
-        self.bounds = bounds
-        self.counts = [0] * (len(bounds) + 1)  # last one is +Inf
-        self.sum = 0.0
-        self.count = 0
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect.bisect_left(self.bounds, value)] += 1
-        self.sum += value
-        self.count += 1
+    generated: int
 
 
 class EngineStats:
@@ -189,7 +126,7 @@ class EngineStats:
         self.tpot = LatencyHistogram(TPOT_BUCKETS)
 
 
-class _EngineBase:
+class EngineBase:
     def __init__(self) -> None:
         self._ids = itertools.count(1)
         self.stats = EngineStats()
@@ -212,10 +149,10 @@ class _EngineBase:
         req = seq.request
         if req.stall_s > 0 and seq.generated == req.stall_after and not done:
             seq.held_until = now + req.stall_s
-        out.append(Emission(seq, tokens, now, first, done))
+        out.append(Emission(seq, tokens, now, first, done, seq.generated))
 
 
-class BatchingEngine(_EngineBase):
+class BatchingEngine(EngineBase):
     """Continuous batching with chunked prefill, KV-capacity admission and a prefix cache."""
 
     def __init__(self, params: EngineParams) -> None:
@@ -420,70 +357,3 @@ class BatchingEngine(_EngineBase):
     @property
     def kv_usage(self) -> float:
         return self.kv_used / self.params.kv_capacity_tokens
-
-
-class FixedEngine(_EngineBase):
-    """Constant first-token delay and inter-token interval; every request on its own."""
-
-    def __init__(self, ttft_ms: float = 50.0, itl_ms: float = 10.0) -> None:
-        super().__init__()
-        if ttft_ms < 0 or itl_ms < 0:
-            raise ValueError(f"fixed engine: ttft_ms and itl_ms must be >= 0, got {ttft_ms}, {itl_ms}")
-        self.ttft_s = ttft_ms / 1000.0
-        self.itl_s = itl_ms / 1000.0
-        self._heap: list[tuple[float, int, Sequence]] = []
-        self._active: set[Sequence] = set()
-
-    def submit(self, request: EngineRequest, now: float) -> Sequence:
-        seq = Sequence(seq_id=next(self._ids), request=request, prompt_len=max(1, len(request.prompt_words)),
-                       arrival=now, ready_at=now + request.slow_first_s)
-        self.stats.prompt_tokens += seq.prompt_len
-        if request.output_tokens <= 0:
-            seq.state = "finished"
-            return seq
-        seq.state = "running"
-        self._active.add(seq)
-        heapq.heappush(self._heap, (seq.ready_at + self.ttft_s, seq.seq_id, seq))
-        return seq
-
-    def abort(self, seq: Sequence) -> None:
-        if not seq.finished:
-            seq.state = "aborted"
-            self._active.discard(seq)
-            self.stats.requests_aborted += 1
-
-    def next_event_time(self) -> float | None:
-        while self._heap and self._heap[0][2].finished:
-            heapq.heappop(self._heap)
-        return self._heap[0][0] if self._heap else None
-
-    def advance(self, now: float) -> list[Emission]:
-        out: list[Emission] = []
-        while self._heap and self._heap[0][0] <= now:
-            due, _, seq = heapq.heappop(self._heap)
-            if seq.finished:
-                continue
-            self._emit(seq, 1, due, out)
-            if seq.finished:
-                self._active.discard(seq)
-            else:
-                nxt = due + self.itl_s
-                if seq.held_until > nxt:
-                    nxt = seq.held_until
-                heapq.heappush(self._heap, (nxt, seq.seq_id, seq))
-        return out
-
-    @property
-    def num_running(self) -> int:
-        return len(self._active)
-
-    @property
-    def num_waiting(self) -> int:
-        return 0
-
-    @property
-    def kv_usage(self) -> float:
-        return 0.0
-
-
-Engine = BatchingEngine | FixedEngine

@@ -60,7 +60,7 @@ def _int_field(body: dict, key: str) -> int | None:
     return value
 
 
-def parse_request(body_bytes: bytes, chat: bool, default_model: str) -> ParsedRequest:
+def parse_body(body_bytes: bytes, chat: bool, default_model: str) -> ParsedRequest:
     try:
         body = json.loads(body_bytes)
     except (ValueError, UnicodeDecodeError) as e:

@@ -4,18 +4,44 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from dataclasses import dataclass, field
 
 from llmload.mock.engine import EngineParams
-from llmload.mock.faults import parse_fault_rate
-from llmload.mock.profiles import DEFAULT_PROFILE, PROFILES, get_profile
-from llmload.mock.server import MockConfig
+from llmload.mock.faults import Fault, parse_fault_rate
+from llmload.mock.profiles import DEFAULT_PROFILE, PROFILES, Profile, get_profile
 
 ENGINE_FLAGS = {f.name: f.type for f in dataclasses.fields(EngineParams)}
 
 
+@dataclass
+class MockConfig:
+    """Everything the mock server needs to start: the engine, the faults, the log."""
+
+    profile: Profile
+    engine_params: EngineParams | None  # None: fixed engine
+    fixed_ttft_ms: float = 50.0
+    fixed_itl_ms: float = 10.0
+    model: str = "mock"
+    fault_rates: list[tuple[Fault, float]] = field(default_factory=list)
+    seed: int = 0
+    log_path: str | None = None
+    output_mean_tokens: int = 256
+
+
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 0 (any free port) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number 0-65535, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0-65535, got {port}")
+    return port
+
+
 def add_mock_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port (0: any free port; default 8000)")
+    p.add_argument("--port", type=port_number, default=8000, help="port (0: any free port; default 8000)")
     p.add_argument("--profile", default=DEFAULT_PROFILE, help=f"engine preset (default {DEFAULT_PROFILE})")
     p.add_argument("--list-profiles", action="store_true", help="list the profiles and exit")
     p.add_argument("--log", metavar="FILE", help="append a ground-truth JSON line per request to FILE")

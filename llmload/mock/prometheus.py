@@ -1,8 +1,43 @@
-"""`/metrics` in Prometheus text format, with vLLM's metric names."""
+"""`/metrics` in Prometheus text format, with vLLM's metric names; and the latency histograms
+the engine and the server fill for it (Prometheus' cumulative-bucket shape).
+
+Usage::
+
+    h = LatencyHistogram(TTFT_BUCKETS); h.observe(0.12)
+    text = render_metrics(engine, "my-model", {"completed": 3}, lag=h)
+"""
 
 from __future__ import annotations
 
-from llmload.mock.engine import BatchingEngine, FixedEngine, LatencyHistogram
+import bisect
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from llmload.mock.engine import BatchingEngine
+    from llmload.mock.fixed_engine import FixedEngine
+
+# vLLM's bucket bounds (seconds) for its TTFT and TPOT histograms.
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+                7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+                10.0, 20.0, 40.0, 80.0)
+
+
+class LatencyHistogram:
+    """Cumulative-bucket histogram in Prometheus' shape (per-bucket counts, sum, count)."""
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)  # last one is +Inf
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.sum += value
+        self.count += 1
+
+
 
 
 def _histogram(name: str, help_text: str, h: LatencyHistogram, labels: str) -> list[str]:

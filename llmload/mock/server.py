@@ -19,10 +19,7 @@ import json
 import logging
 import random
 import socket
-import struct
-import sys
 import time
-from dataclasses import dataclass, field
 from time import perf_counter
 from typing import IO
 
@@ -30,23 +27,18 @@ import gevent
 import gevent.event
 from gevent.server import StreamServer
 
+from llmload import netstamp
 from llmload.mock import openai_api as api
-from llmload.mock.engine import (
-    BatchingEngine,
-    EngineParams,
-    EngineRequest,
-    FixedEngine,
-    LatencyHistogram,
-    Sequence,
-)
+from llmload.mock.engine import BatchingEngine, EngineRequest
 from llmload.mock.faults import Fault, FaultPicker
-from llmload.mock.profiles import Profile
-from llmload.mock.prometheus import render_metrics
+from llmload.mock.fixed_engine import FixedEngine
+from llmload.mock.http_request import RequestError, parse_request
+from llmload.mock.options import MockConfig
+from llmload.mock.prometheus import LatencyHistogram, render_metrics
+from llmload.mock.served_stream import ServedStream
 
 log = logging.getLogger("llmload.mock")
 
-MAX_HEAD = 64 * 1024
-MAX_BODY = 64 * 1024 * 1024
 SPIN_S = 0.0015  # the last stretch before a step ends is waited by yielding, not by a timer
 LAG_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.1, 1.0)
 REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
@@ -54,190 +46,13 @@ REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not All
            500: "Internal Server Error", 503: "Service Unavailable"}
 
 
-@dataclass
-class MockConfig:
-    profile: Profile
-    engine_params: EngineParams | None  # None: fixed engine
-    fixed_ttft_ms: float = 50.0
-    fixed_itl_ms: float = 10.0
-    model: str = "mock"
-    fault_rates: list[tuple[Fault, float]] = field(default_factory=list)
-    seed: int = 0
-    log_path: str | None = None
-    output_mean_tokens: int = 256
-
-
-class _ClientGone(Exception):
-    pass
-
-
-class _Stream:
-    """One request being served: formats its tokens and writes them as they come."""
-
-    __slots__ = ("server", "sock", "raw", "req", "rid", "fmt", "fault", "seq", "outbox", "attention",
-                 "done", "gone", "text", "arrival_mono", "arrival_unix", "first_mono", "last_mono",
-                 "sent", "finish_reason", "watcher", "outcome", "max_tokens_cap")
-
-    def __init__(self, server: MockServer, sock: socket.socket, req: api.ParsedRequest, rid: str,
-                 fault: Fault | None, arrival_mono: float, arrival_unix: float) -> None:
-        self.server = server
-        self.sock = sock
-        self.raw = sock._sock  # the non-blocking OS socket under gevent's wrapper
-        self.req = req
-        self.rid = rid
-        self.fmt = api.StreamFormatter(req.chat, rid, req.model, int(arrival_unix))
-        self.fault = fault
-        self.seq: Sequence | None = None
-        self.outbox: list[bytes] = []
-        self.attention = gevent.event.Event()
-        self.done = False
-        self.gone = False
-        self.text: list[str] = []
-        self.arrival_mono = arrival_mono
-        self.arrival_unix = arrival_unix
-        self.first_mono: float | None = None
-        self.last_mono: float | None = None
-        self.sent = 0
-        self.finish_reason = ""
-        self.watcher = None
-        self.outcome = "completed"
-        self.max_tokens_cap = 0
-
-    # -- called by the driver, in order, for every emission -------------------------------------
-    def on_emission(self, tokens: int, first: bool, finished: bool) -> None:
-        if self.done:
-            return
-        seq = self.seq
-        assert seq is not None
-        start = seq.generated - tokens
-        words = [api.token_text(seq.seq_id, start + i) for i in range(tokens)]
-        self.text += words
-        self.sent = seq.generated
-        if finished:
-            self.finish_reason = "length" if seq.generated >= self.max_tokens_cap else "stop"
-        if not self.req.stream:
-            if finished:
-                self._finish()
-            return
-        fmt = self.fmt
-        parts = [fmt.role()] if first else []
-        parts.append(fmt.token("".join(words), self.finish_reason if finished else None))
-        fault = self.fault
-        end = finished
-        if fault is not None and fault.kind in ("disconnect", "malformed", "stream_error") \
-                and start < fault.after_tokens <= seq.generated:
-            if fault.kind == "malformed":
-                parts.append(fmt.malformed())
-            elif fault.kind == "stream_error":
-                parts.append(fmt.error("mock fault: error inside the stream"))
-                self.outcome = "fault:stream_error"
-                end = True
-            else:
-                data = b"".join(parts)
-                self._write(b"%x\r\n%b\r\n" % (len(data), data))
-                self.outcome = "fault:disconnect"
-                self._hang_up()
-                return
-        if end:
-            if finished and self.req.include_usage:
-                parts.append(fmt.usage(len(self.req.prompt_words), seq.generated, seq.cached_tokens))
-            parts.append(fmt.DONE)
-        data = b"".join(parts)
-        frame = b"%x\r\n%b\r\n" % (len(data), data)
-        if end:
-            frame += b"0\r\n\r\n"
-        self._write(frame)
-        if end:
-            if not finished:
-                self.server.engine.abort(seq)
-            self._finish()
-
-    def _write(self, frame: bytes) -> None:
-        if self.gone:
-            return
-        now = perf_counter()
-        if self.first_mono is None:
-            self.first_mono = now
-        self.last_mono = now
-        if self.outbox:
-            self.outbox.append(frame)
-            return
-        try:
-            n = self.raw.send(frame)
-        except BlockingIOError:
-            n = 0
-        except OSError:
-            self._client_gone()
-            return
-        if n < len(frame):
-            self.outbox.append(frame[n:])
-            self.attention.set()
-
-    def _finish(self) -> None:
-        self.done = True
-        self.attention.set()
-
-    def _hang_up(self) -> None:
-        if self.seq is not None:
-            self.server.engine.abort(self.seq)
-        self.gone = True
-        self.done = True
-        try:
-            self.raw.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.attention.set()
-
-    def _client_gone(self) -> None:
-        if self.outcome == "completed":
-            self.outcome = "disconnected"
-        self._hang_up()
-
-    # -- read watcher: the client closing its end -------------------------------------------------
-    def on_readable(self) -> None:
-        try:
-            data = self.raw.recv(1, socket.MSG_PEEK)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if data:  # a pipelined next request: not ours to read
-            self.stop_watching()
-            return
-        self.stop_watching()
-        if not self.done:
-            self._client_gone()
-
-    def stop_watching(self) -> None:
-        if self.watcher is not None:
-            self.watcher.stop()
-            self.watcher = None
-
-
-_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else 0)
-_TIMESPEC = struct.Struct("@ll")
-_ANC = socket.CMSG_SPACE(_TIMESPEC.size)
-
-
-def _enable_rx_timestamps(sock: socket.socket) -> bool:
-    if not _SO_TIMESTAMPNS:
-        return False
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-        return True
-    except OSError:
-        return False
-
-
 def _recv_stamped(sock: socket.socket, size: int, timestamps: bool) -> tuple[bytes, float]:
     """recv plus the kernel's receive time of the bytes, on the perf_counter clock."""
     if not timestamps:
         return sock.recv(size), perf_counter()
-    data, anc, _flags, _addr = sock.recvmsg(size, _ANC)
-    if anc:
-        sec, nsec = _TIMESPEC.unpack_from(anc[0][2])
-        return data, sec + nsec * 1e-9 - (time.time() - perf_counter())
-    return data, perf_counter()
+    data, anc, _flags, _addr = sock.recvmsg(size, netstamp.ANC_SIZE)
+    t = netstamp.stamp(anc, netstamp.clock_offset())
+    return data, perf_counter() if t is None else t
 
 
 class MockServer:
@@ -274,11 +89,6 @@ class MockServer:
         self._driver = gevent.spawn(self._drive)
         return self.address
 
-    def serve_forever(self) -> None:
-        if self._driver is None:
-            self.start()
-        self._server._stop_event.wait()
-
     def stop(self) -> None:
         self._server.stop(timeout=1)
         if self._driver is not None:
@@ -314,61 +124,33 @@ class MockServer:
             self.lag.observe(now - t)
             emissions = engine.advance(now)
             for em in emissions:
-                em.seq.user.on_emission(em.tokens, em.first, em.finished)
+                em.seq.user.on_emission(em.tokens, em.first, em.finished, em.generated)
             if emissions:
                 self.write_span.observe(perf_counter() - now)
 
     # -- HTTP ------------------------------------------------------------------------------------
     def _handle(self, sock: socket.socket, _addr: object) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        timestamps = _enable_rx_timestamps(sock)
+        timestamps = netstamp.enable(sock)
         buf = b""
         rx_mono = perf_counter()
         try:
             while True:
-                head_end = buf.find(b"\r\n\r\n")
-                while head_end < 0:
-                    if len(buf) > MAX_HEAD:
-                        self._send(sock, 413, api.error_body(413, "request head too large"), close=True)
-                        return
-                    data, rx_mono = _recv_stamped(sock, 65536, timestamps)
-                    if not data:
-                        return
-                    buf += data
-                    head_end = buf.find(b"\r\n\r\n")
-                head = buf[:head_end].decode("latin-1")
-                buf = buf[head_end + 4:]
-                lines = head.split("\r\n")
-                parts = lines[0].split()
-                if len(parts) != 3:
-                    self._send(sock, 400, api.error_body(400, "malformed request line"), close=True)
-                    return
-                method, target, version = parts
-                headers = {}
-                for line in lines[1:]:
-                    name, _, value = line.partition(":")
-                    headers[name.strip().lower()] = value.strip()
-                if "chunked" in headers.get("transfer-encoding", "").lower():
-                    self._send(sock, 411, api.error_body(411, "chunked request bodies are not supported"),
-                               close=True)
-                    return
                 try:
-                    length = int(headers.get("content-length", "0"))
-                except ValueError:
-                    length = -1
-                if not 0 <= length <= MAX_BODY:
-                    self._send(sock, 400, api.error_body(400, "bad Content-Length"), close=True)
+                    req, used = parse_request(buf)
+                    while req is None:
+                        data, rx_mono = _recv_stamped(sock, max(65536, used - len(buf)), timestamps)
+                        if not data:
+                            return
+                        buf += data
+                        req, used = parse_request(buf)
+                except RequestError as e:
+                    self._send(sock, e.status, api.error_body(e.status, e.message), close=True)
                     return
-                while len(buf) < length:
-                    data, rx_mono = _recv_stamped(sock, max(65536, length - len(buf)), timestamps)
-                    if not data:
-                        return
-                    buf += data
-                body, buf = buf[:length], buf[length:]
-                keep_alive = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
-                if not self._route(sock, method, target.split("?", 1)[0], headers, body, rx_mono):
+                buf = buf[used:]
+                if not self._route(sock, req.method, req.path, req.headers, req.body, rx_mono):
                     return
-                if not keep_alive:
+                if not req.keep_alive:
                     return
         except OSError as e:
             if e.errno not in (errno.ECONNRESET, errno.EPIPE, errno.EBADF, None):
@@ -430,14 +212,14 @@ class MockServer:
             self._log_request(rid, arrival_mono, arrival_unix, None, f"fault:{fault.status}", 0, 0, fault)
             return True
         try:
-            req = api.parse_request(body, chat, self.config.model)
+            req = api.parse_body(body, chat, self.config.model)
             output = api.choose_output_tokens(req, self.max_model_len, self.config.output_mean_tokens, self._rng)
             cap = req.max_tokens if req.max_tokens is not None else self.max_model_len - len(req.prompt_words)
         except api.BadRequest as e:
             self._send(sock, 400, api.error_body(400, str(e)))
             self._log_request(rid, arrival_mono, arrival_unix, None, "error:400", 0, 0)
             return True
-        stream = _Stream(self, sock, req, rid, fault, arrival_mono, arrival_unix)
+        stream = ServedStream(self.engine, sock, req, rid, fault, arrival_mono, arrival_unix)
         stream.max_tokens_cap = cap
         if req.stream:
             sock.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
@@ -452,7 +234,7 @@ class MockServer:
         stream.seq = seq
         if seq.finished:  # zero tokens asked for
             stream.finish_reason = "length"
-            stream.on_emission(0, True, True)
+            stream.on_emission(0, True, True, 0)
         self._wake.set()
         stream.watcher = gevent.get_hub().loop.io(sock.fileno(), 1)
         stream.watcher.start(stream.on_readable)
@@ -484,7 +266,7 @@ class MockServer:
                           seq.cached_tokens, fault)
         return not stream.gone
 
-    def _log_request(self, rid: str, arrival_mono: float, arrival_unix: float, stream: _Stream | None,
+    def _log_request(self, rid: str, arrival_mono: float, arrival_unix: float, stream: ServedStream | None,
                      outcome: str, prompt_tokens: int, cached: int, fault: Fault | None = None) -> None:
         self.requests_by_outcome[outcome] = self.requests_by_outcome.get(outcome, 0) + 1
         if self._log is None:

@@ -40,7 +40,7 @@ def throughput_latency(steps: list[dict[str, Any]], slos: list[Any], capacity: d
             if y is not None:
                 ax.annotate(f'{s["level"]:g}', (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
         for slo in slos:
-            if slo.field == field and slo.stat == "p95":
+            if slo.column == field and slo.stat == "p95":
                 ax.axhline(slo.limit, color="#d62728", ls="--", lw=1, label=f"SLO {slo.metric}")
         cap_level = capacity.get("level")
         for s, x, y in zip(steps, rps, ys, strict=True):

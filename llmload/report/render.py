@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from llmload.report import Report, Section, fmt, fmt_usd
 from llmload.report import charts as ch
+from llmload.report.format import fmt, fmt_usd
+from llmload.report.model import Report, Section
 
 
 @dataclass

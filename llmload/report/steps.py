@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from llmload.report.slo import SLO
+from llmload.report.slo import step_value
+from llmload.slo import SLO
 
 MIN_STEP_S = 1.0
 MIN_STEP_ROWS = 5
@@ -93,7 +94,7 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO]) -> tuple[l
             for c in (*LATENCY_FIELDS, "ttft_visible_ms", "completion_tokens", "prompt_tokens")}
     good = ok.copy()
     for slo in slos:
-        f = slo.field
+        f = slo.column
         if f is not None:
             good &= np.nan_to_num(cols[f], nan=np.inf) <= slo.limit
     open_loop = "arrival_rate" in df.columns and df["level"].equals(df["arrival_rate"].astype(float))
@@ -139,8 +140,8 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO]) -> tuple[l
         verdicts = {}
         finished = int(started.sum())
         for slo in slos:
-            vals = cols[slo.field][ok_started] if slo.field else np.empty(0)
-            v = slo.value(vals, entry["errors"], finished)
+            vals = cols[slo.column][ok_started] if slo.column else np.empty(0)
+            v = step_value(slo, vals, entry["errors"], finished)
             verdicts[slo.metric] = {"value": None if np.isnan(v) else round(v, 4), "limit": slo.limit,
                                     "met": bool(v <= slo.limit) if not np.isnan(v) else False}
         entry["slo"] = verdicts

@@ -27,7 +27,7 @@ from typing import Any
 from llmload.workload.base import LLMRequest
 from llmload.workload.dataset import Conversation
 from llmload.workload.distributions import Distribution
-from llmload.workload.scenario import PrefixGroup, WorkloadSpec
+from llmload.workload.spec import PrefixGroup, WorkloadSpec
 from llmload.workload.text import TextSource, words
 
 DEFAULT_OUTPUT = 128

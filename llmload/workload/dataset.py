@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from llmload.workload.scenario import DatasetSpec, ScenarioError
+from llmload.workload.spec import DatasetSpec, ScenarioError
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import gevent.lock
 from llmload.workload.arrival import ArrivalGate
 from llmload.workload.builder import PrefixPool
 from llmload.workload.dataset import Conversation, load_dataset
-from llmload.workload.scenario import ArrivalSpec, ScenarioSpec, WorkloadSpec
+from llmload.workload.spec import ArrivalSpec, ScenarioSpec, WorkloadSpec
 from llmload.workload.text import TextSource, TokenizedTextSource
 
 

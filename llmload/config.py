@@ -1,0 +1,228 @@
+"""What a run is configured to do, checked once: the server, each user class's workload source,
+endpoint and transport, the length overrides, the SLOs, the scenario files and their ``shape:``.
+
+Every mistake becomes one :class:`ConfigError` whose message names the option, file or class and
+the fix; the plugin turns it into one line and exit code 1 at init, never a traceback per user.
+Scenario paths are resolved one way everywhere (:func:`~llmload.workload.scenario.resolve_scenario_path`,
+anchored at the user class's locustfile), so a locustfile run from another directory keeps its
+scenario's SLOs, ``shape:`` and hit ratios.
+
+Usage::
+
+    config = build_config(environment, require_host=True)   # raises ConfigError
+    setup = config.setup_for(ChatUser)                       # UserSetup: scenario, endpoint, transport, ...
+    config.slos, config.shape, config.expected_hit_ratios()
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmload.options import option
+from llmload.protocol import ENDPOINTS
+from llmload.schedules import STOP_ACTIONS, parse_rates, parse_steps
+from llmload.slo import SLO, parse_slo
+from llmload.transport import TRANSPORTS
+from llmload.workload.distributions import Distribution, SpecError, parse_distribution
+from llmload.workload.scenario import ScenarioSpec, is_scenario_file, load_scenario_cached, resolve_scenario_path
+from llmload.workload.synthetic import LengthRange
+
+
+class ConfigError(ValueError):
+    """A run that cannot start; the message says what is wrong, where, and what to do."""
+
+
+@dataclass(frozen=True)
+class UserSetup:
+    """How the users of one class run, as the command line and the class say together."""
+
+    scenario_name: str  # rows' scenario for a synthetic workload; the file's path otherwise
+    scenario: ScenarioSpec | None  # the scenario file, when there is one
+    workload: str | None  # the class's chosen workload of a multi-workload file
+    endpoint: str | None  # --endpoint, else None (the workload's or the class's own)
+    class_endpoint: str
+    transport: str
+    input_lengths: LengthRange | None  # synthetic workloads
+    output_lengths: LengthRange | None
+    input_override: Distribution | None  # --input-tokens for scenario workloads
+    output_override: Distribution | None
+    ignore_eos: bool
+
+    def endpoint_for(self, workload_endpoint: str | None) -> str:
+        return self.endpoint or workload_endpoint or self.class_endpoint
+
+
+@dataclass
+class RunConfig:
+    request_timeout: float
+    slos: list[SLO]  # --slo, then each workload's slo: (scoped to it)
+    scenarios: list[ScenarioSpec]
+    setups: dict[type, UserSetup] = field(default_factory=dict)
+    environment: Any = None
+
+    @property
+    def shape(self) -> dict[str, Any]:
+        """The ``shape:`` settings of the scenario file(s) in use (the first that has some)."""
+        for spec in self.scenarios:
+            if spec.shape:
+                return spec.shape
+        return {}
+
+    def expected_hit_ratios(self) -> dict[str, float]:
+        """Per workload with prefix groups: the hit ratio its scenario file makes possible."""
+        out: dict[str, float] = {}
+        for spec in self.scenarios:
+            for w in spec.workloads:
+                ratio = w.expected_prefix_hit_ratio()
+                if ratio is not None:
+                    out[w.name] = ratio
+        return out
+
+    def setup_for(self, user_class: type) -> UserSetup:
+        """The class's setup (built on first use for a class not seen at init, e.g. picked in the UI)."""
+        setup = self.setups.get(user_class)
+        if setup is None:
+            setup = self.setups[user_class] = _user_setup(self.environment, user_class)
+            self._add_scenario(setup.scenario)
+        return setup
+
+    def _add_scenario(self, spec: ScenarioSpec | None) -> None:
+        if spec is not None and all(s.path != spec.path for s in self.scenarios):
+            self.scenarios.append(spec)
+            self.slos += [s for w in spec.workloads for s in w.slos]
+
+
+def class_anchor(user_class: type) -> str:
+    """The file a user class was defined in (its locustfile), to find relative scenario paths."""
+    module = sys.modules.get(user_class.__module__)
+    return os.path.abspath(getattr(module, "__file__", "") or ".")
+
+
+def _length(text: Any, what: str) -> LengthRange:
+    try:
+        return LengthRange.parse(text, what)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def _override(environment: Any, key: str) -> Distribution | None:
+    text = option(environment, key)
+    if not text:
+        return None
+    flag = "--" + key.replace("_", "-")
+    try:
+        return parse_distribution(text, flag, minimum=1 if key == "output_tokens" else 0)
+    except SpecError as e:
+        raise ConfigError(str(e)) from None
+
+
+def _user_setup(environment: Any, user_class: type) -> UserSetup:
+    cls_name = user_class.__name__
+    source = option(environment, "scenario") or getattr(user_class, "scenario", "chat")
+    scenario = None
+    workload = getattr(user_class, "workload", None)
+    if is_scenario_file(source):
+        path = resolve_scenario_path(str(source), class_anchor(user_class), *_locustfiles(environment))
+        try:
+            scenario = load_scenario_cached(path)
+        except ValueError as e:  # ScenarioError
+            raise ConfigError(str(e)) from None
+        if workload is not None:
+            try:
+                scenario.workload(workload)
+            except ValueError as e:
+                raise ConfigError(f"{cls_name}.workload: {e}") from None
+    class_endpoint = getattr(user_class, "endpoint", "chat")
+    if class_endpoint not in ENDPOINTS:
+        raise ConfigError(f"{cls_name}.endpoint {class_endpoint!r}: expected one of {', '.join(ENDPOINTS)}")
+    endpoint = option(environment, "endpoint")
+    if endpoint is not None and endpoint not in ENDPOINTS:
+        raise ConfigError(f"--endpoint {endpoint!r}: expected one of {', '.join(ENDPOINTS)}")
+    transport = option(environment, "transport") or getattr(user_class, "transport_name", None) or "fast"
+    if transport not in TRANSPORTS:
+        where = "--transport" if option(environment, "transport") else f"{cls_name}.transport_name"
+        raise ConfigError(f"{where} {transport!r}: expected one of {', '.join(TRANSPORTS)}")
+    inp = option(environment, "input_tokens")
+    out = option(environment, "output_tokens")
+    synthetic = scenario is None
+    return UserSetup(
+        scenario_name=str(source),
+        scenario=scenario,
+        workload=workload,
+        endpoint=endpoint,
+        class_endpoint=class_endpoint,
+        transport=transport,
+        input_lengths=_length(inp or getattr(user_class, "input_tokens", 256),
+                              "--input-tokens" if inp else f"{cls_name}.input_tokens") if synthetic else None,
+        output_lengths=_length(out or getattr(user_class, "output_tokens", 128),
+                               "--output-tokens" if out else f"{cls_name}.output_tokens") if synthetic else None,
+        input_override=None if synthetic else _override(environment, "input_tokens"),
+        output_override=None if synthetic else _override(environment, "output_tokens"),
+        ignore_eos=bool(option(environment, "ignore_eos")) or bool(getattr(user_class, "ignore_eos", False)),
+    )
+
+
+def _locustfiles(environment: Any) -> list[str]:
+    text = option(environment, "locustfile") or ""
+    return [p.strip() for p in str(text).split(",") if p.strip()]
+
+
+def has_host(environment: Any, user_classes: list[type]) -> bool:
+    return bool(environment.host) or all(getattr(c, "host", None) for c in user_classes)
+
+
+def build_config(environment: Any, require_host: bool = False) -> RunConfig:
+    """Check everything a run needs; raise ConfigError with the first problem."""
+    classes = [c for c in (getattr(environment, "user_classes", None) or []) if getattr(c, "llmload_user", False)]
+    if require_host and classes and not has_host(environment, classes):
+        raise ConfigError("no server address: pass --host http://HOST:PORT (or set `host` on the user class)")
+    slos = []
+    for text in option(environment, "slo", []) or []:
+        try:
+            slos.append(parse_slo(text))
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+    timeout_text = option(environment, "request_timeout", 600.0)
+    try:
+        timeout = float(timeout_text)
+    except (TypeError, ValueError):
+        timeout = -1.0
+    if not timeout > 0:
+        raise ConfigError(f"--request-timeout {timeout_text!r}: expected seconds > 0, e.g. 600")
+    config = RunConfig(request_timeout=timeout, slos=slos, scenarios=[], environment=environment)
+    for cls in classes:
+        config.setup_for(cls)
+    _check_shape(environment, config.shape)
+    return config
+
+
+def _check_shape(environment: Any, shape: dict[str, Any]) -> None:
+    """Shape settings from the command line, else the scenario's ``shape:``, as the shapes read them."""
+    where_yaml = "the scenario's shape."
+    for flag, key, parse in (("--steps", "steps", parse_steps), ("--rate-steps", "rate_steps", parse_rates)):
+        value = option(environment, key.replace("-", "_"))
+        where = flag
+        if value is None and key in shape:
+            value, where = shape[key], where_yaml + key
+        if value is not None:
+            try:
+                parse(value, where)
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
+    action = option(environment, "slo_stop_action") or shape.get("slo_stop_action")
+    if action is not None and action not in STOP_ACTIONS:
+        raise ConfigError(f"--slo-stop-action {action!r}: expected one of {', '.join(STOP_ACTIONS)}")
+    for flag, key, yaml_key in (("--step-seconds", "step_seconds", "step_seconds"),
+                                ("--step-spawn-rate", "step_spawn_rate", "spawn_rate"),
+                                ("--slo-stop-after", "slo_stop_after", "slo_stop_after_s"),
+                                ("--ramp-seconds", "ramp_seconds", "ramp_seconds"),
+                                ("--ramp-hold-seconds", "ramp_hold_seconds", "ramp_hold_seconds"),
+                                ("--ramp-users", "ramp_users", "ramp_users")):
+        value, where = option(environment, key), flag
+        if value is None and yaml_key in shape:
+            value, where = shape[yaml_key], where_yaml + yaml_key
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
+            raise ConfigError(f"{where} {value!r}: expected a number >= 0")

@@ -1,0 +1,163 @@
+"""Distributed runs: every worker's rows and stats reach the master, and none is lost at stop.
+
+Workers put ``{"rows", "stats", ...}`` deltas into Locust's 3-second ``report_to_master`` payload
+(key ``llmload``) and report their own user count on every change (``llmload_users``).
+
+Not losing rows at stop (../shared/HOTPATH.md): after ``-t`` expires the master stops listening
+0.5 s after it tells workers to quit, while they may still be finishing streams. So the master, in
+its ``test_stop``, asks every worker that has not yet sent its final data to stop
+(``llmload_stop``); a worker's ``test_stop`` (its users are done then) sends ``llmload_final``
+with everything left; the master waits for every worker's final message, bounded by the stop
+timeout plus a margin, before it writes the summary.
+
+Only the master knows the total user count, and only from what workers tell it:
+:class:`UserCounts` turns those reports into the ``users`` of each row.
+
+Usage::
+
+    link = WorkerLink(runner, take_payload)      # on a worker; take_payload() -> dict
+    link = MasterLink(runner, ingest)            # on the master; ingest(client_id, payload)
+    link.collect_finals(stop_timeout)            # master, in test_stop
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import gevent
+
+log = logging.getLogger("llmload")
+
+FINAL_MARGIN_S = 15.0
+WORKER_REPORT_S = 3.0  # Locust's WORKER_REPORT_INTERVAL
+USERS_SAMPLE_S = 0.1
+PAYLOAD_KEY = "llmload"
+
+
+class UserCounts:
+    """The master's view of each worker's user count over time. Pure.
+
+    ``total_at`` is the row's own worker's count (exact: the worker stamps it) plus every other
+    worker's last reported count at the row's start time.
+    """
+
+    def __init__(self) -> None:
+        self._series: dict[str, tuple[list[float], list[int]]] = {}
+
+    def report(self, worker: str, t: float, n: int) -> None:
+        times, counts = self._series.setdefault(worker, ([], []))
+        if times and t < times[-1]:  # out of order: keep the series sorted
+            i = bisect.bisect_right(times, t)
+            times.insert(i, t)
+            counts.insert(i, n)
+        else:
+            times.append(t)
+            counts.append(n)
+
+    def total_at(self, t: float, worker: str, own: int | None) -> int:
+        total = own or 0
+        for client_id, (times, counts) in self._series.items():
+            if client_id == worker:
+                continue
+            i = bisect.bisect_right(times, t) - 1
+            if i >= 0:
+                total += counts[i]
+        return total
+
+    def clear(self) -> None:
+        self._series.clear()
+
+
+class WorkerLink:
+    """A worker's side: ships deltas in each report, its user count on change, the final rows."""
+
+    def __init__(self, runner: Any, take_payload: Callable[[], dict[str, Any]],
+                 on_stop_request: Callable[[], None], on_message: dict[str, Callable[[Any], None]]) -> None:
+        self.runner = runner
+        self._take_payload = take_payload
+        self._on_stop_request = on_stop_request
+        runner.environment.events.report_to_master.add_listener(self._on_report)
+        runner.register_message("llmload_stop", self._on_stop, concurrent=True)
+        for name, fn in on_message.items():
+            runner.register_message(name, lambda environment, msg, _fn=fn, **_kw: _fn(msg.data))
+
+    def _on_report(self, client_id: str, data: dict[str, Any]) -> None:
+        data[PAYLOAD_KEY] = self._take_payload()
+
+    def _on_stop(self, environment: Any, msg: Any, **_kw: Any) -> None:
+        self._on_stop_request()
+
+    def report_users(self) -> None:
+        """Run in a greenlet: send this worker's user count whenever it changes."""
+        last = -1
+        while True:
+            n = self.runner.user_count
+            if n != last:
+                self.runner.send_message("llmload_users", {"t": time.time(), "n": n})
+                last = n
+            gevent.sleep(USERS_SAMPLE_S)
+
+    def send_final(self) -> None:
+        payload = self._take_payload()
+        payload["final"] = True
+        try:
+            self.runner.send_message("llmload_final", payload)
+        except Exception as e:  # the master is gone: nothing left to send to
+            log.error("llmload: could not send the final rows to the master: %s", e)
+
+
+class MasterLink:
+    """The master's side: takes every worker's payloads, knows who sent its final data."""
+
+    def __init__(self, runner: Any, ingest: Callable[[str, dict[str, Any]], None]) -> None:
+        self.runner = runner
+        self._ingest = ingest
+        self.users = UserCounts()
+        self.expected: set[str] = set()
+        self.finals: set[str] = set()
+        runner.environment.events.worker_report.add_listener(self._on_report)
+        runner.register_message("llmload_final", self._on_final)
+        runner.register_message("llmload_users", self._on_users)
+
+    def start(self) -> None:
+        """At test start: expect a final message from every connected worker."""
+        self.finals = set()
+        self.users.clear()
+        self.expected = set(self.runner.clients.keys())
+
+    def broadcast(self, name: str, data: Any) -> None:
+        for client_id in list(self.runner.clients.keys()):
+            self.runner.send_message(name, data, client_id=client_id)
+
+    def _on_report(self, client_id: str, data: dict[str, Any]) -> None:
+        payload = data.get(PAYLOAD_KEY)
+        if payload:
+            self.expected.add(client_id)
+            self._ingest(client_id, payload)
+
+    def _on_users(self, environment: Any, msg: Any, **_kw: Any) -> None:
+        self.users.report(msg.node_id, float(msg.data["t"]), int(msg.data["n"]))
+
+    def _on_final(self, environment: Any, msg: Any, **_kw: Any) -> None:
+        self.expected.add(msg.node_id)
+        self._ingest(msg.node_id, msg.data or {})
+        self.finals.add(msg.node_id)
+
+    def collect_finals(self, stop_timeout: float) -> None:
+        """Ask every worker without final data to stop, and wait (bounded) for their finals."""
+        for client_id in self.expected - self.finals:
+            try:
+                self.runner.send_message("llmload_stop", None, client_id=client_id)
+            except Exception as e:
+                log.warning("llmload: cannot ask worker %s to stop: %s", client_id, e)
+        deadline = time.monotonic() + stop_timeout + FINAL_MARGIN_S
+        while self.expected - self.finals and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+        missing = self.expected - self.finals
+        if missing:
+            log.warning("llmload: no final data from worker(s) %s; rows they had not yet reported are missing",
+                        ", ".join(sorted(missing)))

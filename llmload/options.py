@@ -1,0 +1,79 @@
+"""llmload's command-line options for Locust (each also an ``LLMLOAD_*`` environment variable), and
+the API key.
+
+The options are one table, so the argument group, the environment variables and the help text
+cannot drift apart. Values are checked once, at init (:mod:`llmload.config`), not by argparse,
+so every bad value gets llmload's one-line message and exit code 1.
+
+API keys come from ``OPENAI_API_KEY``/``LLMLOAD_API_KEY`` only: Locust shows custom options in
+its page source and ships them to workers in clear.
+
+Usage::
+
+    add_arguments(parser)                    # Locust's init_command_line_parser hook
+    option(environment, "request_timeout")   # 600.0, or what was given
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+GROUP = "llmload"
+GROUP_HELP = "LLM load options (each also as an LLMLOAD_* environment variable)"
+
+# (flag, keyword arguments of add_argument without env_var); env var = LLMLOAD_ + FLAG_IN_CAPS
+OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("--scenario", dict(default="", help="scenario name (or YAML file) the users run; overrides the locustfile's")),
+    ("--model", dict(default="", help="model name to request (default: the first one the server's /v1/models "
+                                      "lists)")),
+    ("--transport", dict(default="", help="fast: llmload's streaming client (default); openai: the official SDK")),
+    ("--endpoint", dict(default="", help="chat (/v1/chat/completions) or completions (/v1/completions)")),
+    ("--input-tokens", dict(default="", help="prompt length in tokens: N or LOW-HIGH (overrides the scenario)")),
+    ("--output-tokens", dict(default="", help="max_tokens: N or LOW-HIGH (overrides the scenario)")),
+    ("--ignore-eos", dict(action="store_true", default=False,
+                          help="send vLLM's ignore_eos so every reply is exactly max_tokens long")),
+    ("--slo", dict(action="append", default=[], help="service-level objective [SCENARIO:]METRIC=VALUE, e.g. "
+                                                     "ttft_p95_ms=2000 (repeatable)")),
+    ("--request-timeout", dict(default="600", help="seconds without a first token or without progress before a "
+                                                   "request times out (default 600)")),
+    ("--steps", dict(default="", help="step shape: user count of each step, e.g. 4,8,16,32 (locustfiles with a "
+                                      "StepLoadShape)")),
+    ("--step-seconds", dict(type=float, default=0.0, help="step shape: seconds each step lasts")),
+    ("--step-spawn-rate", dict(type=float, default=0.0, help="step shape: users started per second when a step "
+                                                             "begins")),
+    ("--slo-stop-after", dict(type=float, default=0.0, help="shapes: act when an SLO stays broken this many seconds "
+                                                            "on the live window (0: off)")),
+    ("--slo-stop-action", dict(default="", help="stop: end the run (default); hold: go back to the last good step "
+                                                "and hold it")),
+    ("--ramp-users", dict(type=int, default=0, help="ramp shape: users at the top of the ramp")),
+    ("--ramp-seconds", dict(type=float, default=0.0, help="ramp shape: seconds to get there")),
+    ("--ramp-hold-seconds", dict(type=float, default=0.0, help="ramp shape: seconds to stay at the top")),
+    ("--rate-steps", dict(default="", help="rate ladder shape: arrival rates (requests/s) of open-loop workloads, "
+                                           "e.g. 2,4,8")),
+    ("--seed", dict(type=int, default=0, help="workload seed; each worker and user draws its own reproducible "
+                                              "stream from it")),
+)
+
+
+def env_var(flag: str) -> str:
+    return "LLMLOAD_" + flag.lstrip("-").replace("-", "_").upper()
+
+
+def add_arguments(parser: Any) -> None:
+    """Add llmload's options to Locust's parser, under their own heading."""
+    group = parser.add_argument_group(GROUP, GROUP_HELP)
+    for flag, kwargs in OPTIONS:
+        group.add_argument(flag, env_var=env_var(flag), **kwargs)
+
+
+def option(environment: Any, name: str, default: Any = None) -> Any:
+    """An option's value (``name`` as argparse stores it: ``request_timeout``), or ``default``
+    when it was not given (None, empty text or an empty list)."""
+    opts = getattr(environment, "parsed_options", None)
+    value = getattr(opts, name, None) if opts is not None else None
+    return default if value in (None, "", []) else value
+
+
+def api_key_from_env() -> str | None:
+    return os.environ.get("LLMLOAD_API_KEY") or os.environ.get("OPENAI_API_KEY") or None

@@ -1,0 +1,96 @@
+"""Building a report from a run's rows: steps, capacity, cost, plan and prefix cache per section."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from llmload.report.capacity import cost_at, find_capacity, plan_for
+from llmload.report.load import load_requests
+from llmload.report.model import Report, ReportOptions, Section
+from llmload.report.steps import measure_steps
+from llmload.slo import SLO, slos_for
+
+
+def prefix_cache_stats(df: pd.DataFrame) -> dict[str, Any] | None:
+    if "cached_tokens" not in df.columns:
+        return None
+    ok = df[df["ok"]]
+    cached = ok["cached_tokens"]
+    if not cached.notna().any():
+        return None
+    hit = (cached.fillna(0) > 0).to_numpy()
+    ttft = ok["ttft_ms"].to_numpy(dtype=float)
+
+    def pct(mask: np.ndarray) -> dict[str, float | None]:
+        v = ttft[mask]
+        v = v[~np.isnan(v)]
+        if not len(v):
+            return {"requests": 0, "p50": None, "p95": None}
+        p50, p95 = np.percentile(v, [50, 95])
+        return {"requests": int(len(v)), "p50": round(float(p50), 3), "p95": round(float(p95), 3)}
+
+    prompt = float(np.nansum(ok["prompt_tokens"].to_numpy(dtype=float))) if "prompt_tokens" in ok else 0.0
+    return {
+        "hit_ratio_tokens": round(float(np.nansum(cached.to_numpy(dtype=float))) / prompt, 4) if prompt else None,
+        "requests_with_hits": round(float(hit.mean()), 4) if len(hit) else None,
+        "ttft_ms_hit": pct(hit),
+        "ttft_ms_miss": pct(~hit),
+    }
+
+
+def _section(name: str, df: pd.DataFrame, slos: list[SLO], opts: ReportOptions,
+             notes: list[str]) -> Section:
+    steps, step_notes = measure_steps(df, opts.warmup_s, slos)
+    notes += [f"{name}: {n}" for n in step_notes]
+    capacity = find_capacity([s.data for s in steps], bool(slos))
+    cost = None
+    if opts.gpu_hourly_usd is not None and capacity.get("users") is not None:
+        cap_step = next(s for s in steps if s.data["level"] == capacity["level"])
+        input_tps = cap_step.data["total_tps"] - cap_step.data["output_tps"]
+        cost = cost_at(capacity, opts.gpu_hourly_usd, opts.gpus_per_replica, input_tps, opts.output_cost_weight)
+    plan = None
+    target = opts.plan_target_rps
+    if target is not None:
+        plan = plan_for(capacity.get("rps"), target, opts.headroom, opts.gpus_per_replica, opts.gpu_hourly_usd)
+        if opts.daily_requests is not None:
+            plan["daily_requests"] = opts.daily_requests
+            plan["peak_factor"] = opts.peak_factor
+    return Section(name=name, slos=slos, steps=steps, capacity=capacity, cost=cost, plan=plan,
+                   prefix_cache=prefix_cache_stats(df), requests=int(len(df)))
+
+
+def build_report(prefix: str, opts: ReportOptions | None = None) -> Report:
+    """Load ``PREFIX_requests.csv`` and compute every section. Raises ReportError on bad input."""
+    opts = opts or ReportOptions()
+    opts.validate()
+    loaded = load_requests(prefix)
+    df = loaded.df
+    notes: list[str] = [f"the first {opts.warmup_s:g} s after each change of the user count are warm-up and "
+                        "are not measured"]
+    scenario_names = [str(s) for s in df["scenario"].astype(str).unique()]
+    unknown = sorted({s.scenario for s in opts.slos if s.scenario and s.scenario not in scenario_names})
+    warnings = list(loaded.warnings)
+    if unknown:
+        warnings.append(f"SLO(s) for scenario(s) {', '.join(unknown)} that the run does not have: "
+                        f"the run has {', '.join(scenario_names)}")
+    # A run of one scenario is that scenario: its scoped SLOs apply to the whole run too.
+    scope = scenario_names[0] if len(scenario_names) == 1 else None
+    overall = _section("all", df, slos_for(opts.slos, scope), opts, notes)
+    scenarios = {}
+    if len(scenario_names) > 1:
+        for name in scenario_names:
+            sub = df[df["scenario"].astype(str) == name]
+            scenarios[name] = _section(name, sub, slos_for(opts.slos, name), opts, notes)
+    elif scenario_names:
+        scenarios[scenario_names[0]] = overall
+    if not overall.steps:
+        warnings.append("no step lasted longer than the warm-up: nothing was measured (try --warmup-s 0)")
+    if loaded.level == "arrival_rate":
+        notes.append("an open-loop run: steps follow the arrival rate (arrival_rate column), not the user count")
+    return Report(source=loaded.path, options=opts, overall=overall, scenarios=scenarios, warnings=warnings,
+                  notes=notes, df=df, level=loaded.level)
+
+

@@ -1,0 +1,72 @@
+"""The end-of-run text a headless run prints: the LLM table, then what limited the run and why it
+stopped. Pure: rows and notes in, text out.
+
+Usage::
+
+    print(format_summary(stats.rows(), expected_hit_ratio={"rag": 0.9}))
+    print(run_notes(history.limited_intervals, stop_reason="", interval_s=2.0))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmload.record import STATUSES
+from llmload.stats import AGGREGATED
+
+
+def format_summary(rows: list[dict[str, Any]], expected_hit_ratio: dict[str, float] | None = None) -> str:
+    """The end-of-run table printed by headless runs (``expected_hit_ratio``: per scenario, what
+    its prefix groups make possible)."""
+    def f(v: Any, nd: int = 1) -> str:
+        return "-" if v is None else (f"{v:.{nd}f}" if isinstance(v, float) else str(v))
+
+    head = (f"{'scenario':<16}{'reqs':>7}{'ok':>7}{'fail':>6}{'req/s':>8}{'out tok/s':>11}"
+            f"{'TTFT p50':>10}{'p95':>9}{'p99':>9}{'TPOT p50':>10}{'p95':>8}{'p99':>8}{'ITL p99':>9}"
+            f"{'E2E p50':>10}{'p99':>10}")
+    lines = ["LLM summary (ms; latency over ok requests; ITL over all chunks)", head]
+    for r in rows:
+        lines.append(
+            f"{r['scenario'][:15]:<16}{r['requests']:>7}{r['ok']:>7}{r['failures']:>6}{f(r['rps'], 2):>8}"
+            f"{f(r['output_tps']):>11}{f(r['median_ttft_ms']):>10}{f(r['p95_ttft_ms']):>9}{f(r['p99_ttft_ms']):>9}"
+            f"{f(r['median_tpot_ms'], 2):>10}{f(r['p95_tpot_ms'], 2):>8}{f(r['p99_tpot_ms'], 2):>8}"
+            f"{f(r['p99_itl_ms'], 2):>9}{f(r['median_e2e_ms']):>10}{f(r['p99_e2e_ms']):>10}"
+        )
+    errors = {}
+    for r in rows:
+        if r["scenario"] == AGGREGATED and len(rows) > 1:
+            continue
+        for st in STATUSES[1:]:
+            if r.get(st):
+                errors[st] = errors.get(st, 0) + r[st]
+    if errors:
+        lines.append("by status: " + ", ".join(f"{k} {v}" for k, v in errors.items()))
+    for r in rows:
+        if r["scenario"] == AGGREGATED:
+            continue
+        parts = []
+        if r.get("requested_input_tokens_mean") is not None:
+            parts.append(f"input tokens requested {r['requested_input_tokens_mean']:.1f} vs server-reported "
+                         f"{r['prompt_tokens_mean']:.1f} (mean)")
+        if r.get("cached_tokens"):
+            exp = (expected_hit_ratio or {}).get(r["scenario"])
+            parts.append(f"prefix-cache hit ratio {r['cache_hit_ratio']:.3f} (cached ÷ prompt tokens)"
+                         + (f", at most {exp:.3f} expected from the scenario" if exp is not None else ""))
+        if parts:
+            lines.append(f"{r['scenario']}: " + "; ".join(parts))
+    return "\n".join(lines)
+
+
+def run_notes(limited_intervals: list[str], stop_reason: str, interval_s: float) -> str:
+    """Whether the load generator limited the run, and why a shape stopped it."""
+    notes = []
+    if limited_intervals:
+        n = len(limited_intervals)
+        notes.append(f"CLIENT-LIMITED: the load generator, not the server, limited the run during {n} of the "
+                     f"{interval_s:g}-second intervals (last: {limited_intervals[-1]}); add worker "
+                     "processes (--processes) before trusting these numbers")
+    else:
+        notes.append("client: not limited (CPU and event-loop lag stayed under the thresholds)")
+    if stop_reason:
+        notes.append(stop_reason)
+    return "\n".join(notes)

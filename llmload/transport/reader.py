@@ -1,0 +1,101 @@
+"""The process's one reader of every open stream's socket, and the one timeout checker.
+
+One reader instead of a read loop per greenlet, and no timer armed per read, are what
+../shared/HOTPATH.md measured as the big wins: libev watches one epoll descriptor, and each
+wake-up reads every ready socket once in one Python call.
+
+Usage::
+
+    r = reader()                 # this process's reader (Locust --processes forks: one per process)
+    r.watch(response_stream, sock.fileno())
+    r.unwatch(response_stream)   # the stream calls it when it ends
+"""
+
+from __future__ import annotations
+
+import os
+from time import perf_counter
+from typing import TYPE_CHECKING
+
+import gevent
+from gevent.hub import get_hub
+from gevent.monkey import get_original
+
+from llmload.netstamp import clock_offset
+
+if TYPE_CHECKING:
+    from llmload.transport.stream import ResponseStream
+
+CHECK_INTERVAL_S = 0.1
+_EPOLLIN = 1
+
+
+class Reader:
+    """The process's one reader: every open stream's socket in one epoll set, one timeout checker.
+
+    libev watches the epoll descriptor itself; each wake-up drains every ready socket in one
+    Python call. Every read carries the kernel's receive timestamp (``SO_TIMESTAMPNS``,
+    converted to the ``perf_counter`` clock), so a token's time is when it reached this machine,
+    not when this loop got round to it: timings stay exact when the client falls behind
+    (benchmarks/client_overhead.py: first-token timestamp error p99 < 0.01 ms at 1,024 streams).
+    """
+
+    def __init__(self) -> None:
+        self.loop = get_hub().loop
+        self.active: set[ResponseStream] = set()
+        self.by_fd: dict[int, ResponseStream] = {}
+        # gevent's monkey-patching hides epoll; the reader needs the real one (never blocks on it).
+        self.epoll = get_original("select", "epoll")()
+        self._io = self.loop.io(self.epoll.fileno(), 1)
+        self._io.start(self._on_ready)
+        self._checker: gevent.Greenlet | None = None
+
+    def watch(self, st: ResponseStream, fd: int) -> None:
+        self.epoll.register(fd, _EPOLLIN)
+        st.fd = fd
+        self.by_fd[fd] = st
+        self.active.add(st)
+        if self._checker is None or self._checker.dead:
+            self._checker = gevent.spawn(self._check_timeouts)
+
+    def unwatch(self, st: ResponseStream) -> None:
+        fd = st.fd
+        if fd >= 0 and self.by_fd.get(fd) is st:
+            del self.by_fd[fd]
+            try:
+                self.epoll.unregister(fd)
+            except OSError:
+                pass  # already closed
+        st.fd = -1
+        self.active.discard(st)
+
+    def _on_ready(self) -> None:
+        # One pass over every ready socket per wake-up of the loop.
+        ready = self.epoll.poll(0)
+        # One offset per pass: kernel timestamps are CLOCK_REALTIME, ours CLOCK_MONOTONIC.
+        offset = clock_offset()
+        by_fd = self.by_fd
+        for fd, _ in ready:
+            st = by_fd.get(fd)
+            if st is not None:
+                st.on_readable(offset)
+
+    def _check_timeouts(self) -> None:
+        while self.active:
+            gevent.sleep(CHECK_INTERVAL_S)
+            now = perf_counter()
+            for st in list(self.active):
+                if now - st.last_progress > st.timeout and st.result is None:
+                    # Waiter.switch must run in the hub: hand the ending over to it.
+                    self.loop.run_callback(st.end, "timeout", "no progress within the request timeout")
+
+
+_readers: dict[tuple[int, int], Reader] = {}
+
+
+def reader() -> Reader:
+    key = (os.getpid(), id(get_hub()))  # Locust --processes forks: one reader per process
+    r = _readers.get(key)
+    if r is None:
+        r = _readers[key] = Reader()
+    return r

@@ -1,0 +1,154 @@
+"""One parser per section of a workload in a scenario file: prefix, session, dataset, arrival, slo,
+and the workload that holds them. Each takes the raw mapping and its key path and returns a spec,
+or raises a ScenarioError that names the file, the line and the key.
+
+Usage::
+
+    spec = parse_workload(ctx, "rag", raw_mapping, defaults={}, base_dir="scenarios")
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from llmload.protocol import ENDPOINTS
+from llmload.slo import SLO, parse_slo
+from llmload.workload.distributions import Distribution, SpecError, parse_distribution
+from llmload.workload.spec import ArrivalSpec, DatasetSpec, PrefixGroup, SessionSpec, WorkloadSpec
+from llmload.workload.yaml_lines import Ctx, choice, keys, number, whole
+
+WORKLOAD_KEYS = {"weight", "endpoint", "model", "system_prompt", "sampling", "extra", "ignore_eos", "input_tokens",
+                 "output_tokens", "prefix", "max_concurrent", "session", "dataset", "arrival", "slo"}
+PREFIX_KEYS = {"groups", "tokens", "count", "popularity", "zipf_s"}
+GROUP_KEYS = {"name", "tokens", "count", "popularity", "zipf_s", "weight"}
+DATASET_KEYS = {"path", "format", "min_input_tokens", "max_input_tokens", "turns", "limit"}
+ARRIVAL_KEYS = {"mode", "rate", "burstiness", "max_in_flight"}
+
+
+def distribution(ctx: Ctx, d: dict, key: str, path: str, integer: bool = True,
+                 minimum: float = 0.0) -> Distribution | None:
+    if key not in d:
+        return None
+    try:
+        return parse_distribution(d[key], f"{path}.{key}", integer=integer, minimum=minimum)
+    except SpecError as e:
+        raise ctx.error(e.path, e.message) from None
+
+
+def parse_prefix(ctx: Ctx, raw: Any, path: str) -> tuple[PrefixGroup, ...]:
+    """``prefix: {groups: [...]}``, or one group written directly under ``prefix:``."""
+    p = keys(ctx, raw, path, PREFIX_KEYS)
+    raw_groups = p.get("groups")
+    if raw_groups is None:
+        raw_groups = [{k: v for k, v in p.items() if k != "groups"} | {"name": "prefix"}]
+        group_paths = [path]
+    else:
+        if not isinstance(raw_groups, list) or not raw_groups:
+            raise ctx.error(f"{path}.groups", "expected a non-empty list of groups")
+        group_paths = [f"{path}.groups[{i}]" for i in range(len(raw_groups))]
+    groups: list[PrefixGroup] = []
+    for g, gp in zip(raw_groups, group_paths, strict=True):
+        g = keys(ctx, g, gp, GROUP_KEYS)
+        if "tokens" not in g:
+            raise ctx.error(f"{gp}.tokens", "missing: how long each shared prefix is, in tokens")
+        groups.append(PrefixGroup(
+            name=str(g.get("name", f"group{len(groups)}")),
+            tokens=whole(ctx, g, "tokens", gp),
+            count=whole(ctx, g, "count", gp, default=1),
+            popularity=choice(ctx, g, "popularity", gp, ("uniform", "zipf"), "uniform"),
+            zipf_s=number(ctx, g, "zipf_s", gp, default=1.0, minimum=0.0, strict=True),
+            weight=number(ctx, g, "weight", gp, default=1.0, minimum=0.0, strict=True),
+        ))
+    return tuple(groups)
+
+
+def parse_session(ctx: Ctx, raw: Any, path: str) -> SessionSpec:
+    s = keys(ctx, raw, path, {"turns", "think_time_s"})
+    turns = distribution(ctx, s, "turns", path, minimum=1) or parse_distribution(3, "turns", minimum=1)
+    think = distribution(ctx, s, "think_time_s", path, integer=False) or parse_distribution(0, "think", integer=False)
+    return SessionSpec(turns=turns, think_time_s=think)
+
+
+def parse_dataset(ctx: Ctx, raw: Any, path: str, base_dir: str) -> DatasetSpec:
+    """``dataset: FILE`` or ``dataset: {path: FILE, ...}``; the path is relative to the scenario file."""
+    ds = keys(ctx, {"path": raw} if isinstance(raw, str) else raw, path, DATASET_KEYS)
+    if not isinstance(ds.get("path"), str):
+        raise ctx.error(f"{path}.path", "missing: the dataset file, relative to the scenario file")
+    full = ds["path"] if os.path.isabs(ds["path"]) else os.path.join(base_dir, ds["path"])
+    if not os.path.exists(full):
+        raise ctx.error(f"{path}.path", f"no such file {full}")
+    fmt = choice(ctx, ds, "format", path, ("sharegpt", "jsonl"), "jsonl" if full.endswith(".jsonl") else "sharegpt")
+    lo = whole(ctx, ds, "min_input_tokens", path, default=0, minimum=0)
+    hi = whole(ctx, ds, "max_input_tokens", path, default=None)
+    if hi is not None and hi < lo:
+        raise ctx.error(f"{path}.max_input_tokens", f"{hi} is below min_input_tokens {lo}")
+    return DatasetSpec(path=full, format=fmt, min_input_tokens=lo, max_input_tokens=hi,
+                       turns=choice(ctx, ds, "turns", path, ("all", "first"), "all"),
+                       limit=whole(ctx, ds, "limit", path, default=None))
+
+
+def parse_arrival(ctx: Ctx, raw: Any, path: str) -> ArrivalSpec:
+    a = keys(ctx, raw, path, ARRIVAL_KEYS)
+    mode = choice(ctx, a, "mode", path, ("closed", "open"), "open" if "rate" in a else "closed")
+    rate = number(ctx, a, "rate", path, default=None, minimum=0.0, strict=True)
+    if mode == "open" and rate is None:
+        raise ctx.error(f"{path}.rate", "missing: open-loop arrivals need a rate in requests/s")
+    return ArrivalSpec(mode=mode, rate=rate or 0.0,
+                       burstiness=number(ctx, a, "burstiness", path, 1.0, 0.0, strict=True),
+                       max_in_flight=whole(ctx, a, "max_in_flight", path, default=None))
+
+
+def parse_slos(ctx: Ctx, raw: Any, path: str, workload: str) -> tuple[SLO, ...]:
+    """``slo: {ttft_p95_ms: 2000, ...}``, scoped to the workload."""
+    if not isinstance(raw, dict):
+        raise ctx.error(path, f"expected a mapping, got {type(raw).__name__}")
+    out = []
+    for metric, limit in raw.items():
+        try:
+            slo = parse_slo(f"{metric}={limit}", "slo")
+        except ValueError as e:
+            raise ctx.error(f"{path}.{metric}", str(e).split(": ", 1)[-1]) from None
+        out.append(SLO(slo.metric, slo.limit, workload))
+    return tuple(out)
+
+
+def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str) -> WorkloadSpec:
+    path = f"workloads.{name}"
+    raw = keys(ctx, raw if raw is not None else {}, path, WORKLOAD_KEYS)
+    d = {**defaults, **raw}
+    endpoint = choice(ctx, d, "endpoint", path, tuple(ENDPOINTS), "chat")
+    for key in ("sampling", "extra"):
+        if key in d and not isinstance(d[key], dict):
+            raise ctx.error(f"{path}.{key}", f"expected a mapping, got {type(d[key]).__name__}")
+    for key in ("model", "system_prompt"):
+        if key in d and d[key] is not None and not isinstance(d[key], str):
+            raise ctx.error(f"{path}.{key}", f"expected text, got {d[key]!r}")
+    if "ignore_eos" in d and not isinstance(d["ignore_eos"], bool):
+        raise ctx.error(f"{path}.ignore_eos", f"expected true or false, got {d['ignore_eos']!r}")
+    session = parse_session(ctx, d["session"], f"{path}.session") if "session" in d else None
+    dataset = parse_dataset(ctx, d["dataset"], f"{path}.dataset", base_dir) if "dataset" in d else None
+    arrival = parse_arrival(ctx, d["arrival"], f"{path}.arrival") if "arrival" in d else ArrivalSpec("closed")
+    if session is not None and arrival.mode == "open":
+        raise ctx.error(f"{path}.arrival", "open-loop arrivals and multi-turn sessions do not mix: a session's "
+                        "next turn waits for the reply")
+    inp = distribution(ctx, d, "input_tokens", path)
+    out = distribution(ctx, d, "output_tokens", path, minimum=1)
+    return WorkloadSpec(
+        name=name,
+        weight=number(ctx, d, "weight", path, default=1.0, strict=True),
+        endpoint=endpoint,
+        model=d.get("model"),
+        system_prompt=d.get("system_prompt"),
+        sampling=dict(d.get("sampling") or {}),
+        extra=dict(d.get("extra") or {}),
+        ignore_eos=bool(d.get("ignore_eos", False)),
+        input_tokens=inp if inp is not None or dataset is not None else parse_distribution(256, "input_tokens"),
+        output_tokens=out if out is not None or dataset is not None else parse_distribution(128, "output_tokens"),
+        prefix_groups=parse_prefix(ctx, d["prefix"], f"{path}.prefix") if "prefix" in d else (),
+        max_concurrent=whole(ctx, d, "max_concurrent", path, default=None),
+        session=session,
+        dataset=dataset,
+        arrival=arrival,
+        slos=parse_slos(ctx, d["slo"], f"{path}.slo", name) if "slo" in d else (),
+    )

@@ -1,0 +1,109 @@
+"""YAML that remembers where each key was, and the checks that turn a value into an error naming
+``file:line: key.path: what was expected`` (with a "did you mean" for a mistyped key).
+
+Usage::
+
+    raw, ctx = compose("workloads: {chat: {weigth: 2}}", "s.yaml")
+    keys(ctx, raw["workloads"]["chat"], "workloads.chat", {"weight"})
+    # ScenarioError: s.yaml:1: workloads.chat.weigth: unknown key; did you mean weight? (known: weight)
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from typing import Any
+
+import yaml
+
+from llmload.workload.spec import ScenarioError
+
+
+def _to_python(node: yaml.Node, path: str, lines: dict[str, int]) -> Any:
+    lines[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, Any] = {}
+        for k, v in node.value:
+            key = str(k.value) if isinstance(k, yaml.ScalarNode) else str(_to_python(k, path, {}))
+            sub = f"{path}.{key}" if path else key
+            out[key] = _to_python(v, sub, lines)
+            lines[sub] = k.start_mark.line + 1
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_to_python(v, f"{path}[{i}]", lines) for i, v in enumerate(node.value)]
+    return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
+
+
+class Ctx:
+    """Where errors point: the file and the line of every key path."""
+
+    def __init__(self, path: str, lines: dict[str, int]) -> None:
+        self.path = path
+        self.lines = lines
+
+    def error(self, key_path: str, message: str) -> ScenarioError:
+        line = None
+        p = key_path
+        while p:
+            if p in self.lines:
+                line = self.lines[p]
+                break
+            p = p.rsplit(".", 1)[0] if "." in p else ""
+        where = f"{self.path}:{line}" if line else self.path
+        return ScenarioError(f"{where}: {key_path}: {message}")
+
+
+def compose(text: str, path: str) -> tuple[Any, Ctx]:
+    """Parse YAML text into plain Python values plus the line of each key path."""
+    lines: dict[str, int] = {}
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else path
+        raise ScenarioError(f"{where}: not valid YAML: {getattr(e, 'problem', e)}") from None
+    if node is None:
+        raise ScenarioError(f"{path}: the file is empty; expected a mapping with workloads:")
+    return _to_python(node, "", lines), Ctx(path, lines)
+
+
+def keys(ctx: Ctx, d: Any, path: str, known: set[str]) -> dict:
+    """``d`` must be a mapping whose keys are all ``known``."""
+    if not isinstance(d, dict):
+        raise ctx.error(path, f"expected a mapping, got {type(d).__name__}")
+    for k in d:
+        if k not in known:
+            close = difflib.get_close_matches(k, sorted(known), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise ctx.error(f"{path}.{k}" if path else k, f"unknown key; {hint}(known: {', '.join(sorted(known))})")
+    return d
+
+
+def whole(ctx: Ctx, d: dict, key: str, path: str, default: Any = None, minimum: int = 1) -> Any:
+    """A whole number >= ``minimum`` (booleans are not numbers here)."""
+    if key not in d:
+        return default
+    v = d[key]
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise ctx.error(f"{path}.{key}", f"expected a whole number >= {minimum}, got {v!r}")
+    return v
+
+
+def number(ctx: Ctx, d: dict, key: str, path: str, default: Any = None, minimum: float = 0.0,
+           strict: bool = False) -> Any:
+    """A number >= ``minimum`` (> with ``strict``), as float."""
+    if key not in d:
+        return default
+    v = d[key]
+    if isinstance(v, bool) or not isinstance(v, int | float) or math.isnan(v) or v < minimum or (
+            strict and v <= minimum):
+        bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
+        raise ctx.error(f"{path}.{key}", f"expected a number {bound}, got {v!r}")
+    return float(v)
+
+
+def choice(ctx: Ctx, d: dict, key: str, path: str, options: tuple[str, ...], default: str) -> str:
+    v = d.get(key, default)
+    if v not in options:
+        raise ctx.error(f"{path}.{key}", f"expected {' or '.join(options)}, got {v!r}")
+    return v
