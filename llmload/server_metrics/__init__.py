@@ -1,0 +1,34 @@
+"""The inference engine's own Prometheus metrics, read during a load test. Pure, no I/O.
+
+One module per step of the data flow: ``parse`` (a ``/metrics`` body → samples), ``known``
+(engine metric names → common names), ``window`` (rates, gauge summaries and percentiles over a
+window of scrapes), ``verdict`` (what limited a load step, server-side). The scraping loop,
+the CSV writer and the report wiring live elsewhere and call these.
+
+Usage::
+
+    from llmload.server_metrics import parse_exposition, snapshot, aggregate_step, server_verdict
+
+    snaps = [(t, snapshot(parse_exposition(body))) for t, body in scrapes]
+    stats = aggregate_step(snaps, start, end)
+    verdict = server_verdict(stats, client=step_row)
+"""
+
+from llmload.server_metrics.known import (
+    COMMON,
+    ENGINES,
+    MappedSample,
+    ServerSnapshot,
+    detect_engine,
+    map_samples,
+    snapshot,
+)
+from llmload.server_metrics.parse import MAX_EXPOSITION_BYTES, Exposition, ExpositionError, parse_exposition
+from llmload.server_metrics.verdict import Verdict, server_verdict, token_rate_warning
+from llmload.server_metrics.window import StepServerStats, aggregate_step
+
+__all__ = [
+    "COMMON", "ENGINES", "MAX_EXPOSITION_BYTES", "Exposition", "ExpositionError", "MappedSample", "ServerSnapshot",
+    "StepServerStats", "Verdict", "aggregate_step", "detect_engine", "map_samples", "parse_exposition",
+    "server_verdict", "snapshot", "token_rate_warning",
+]
