@@ -44,6 +44,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -100,14 +101,13 @@ def namespaces() -> list[str]:
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie, killed but not yet reaped by its parent, is dead)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
         return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _ns_pids(ns: str) -> list[int]:
@@ -140,7 +140,7 @@ def _delete_namespace(ns: str) -> None:
 def sweep_stale() -> list[str]:
     """Delete namespaces left by topologies whose process is gone (a run killed with SIGKILL).
     Only names of our own pattern whose pid is dead are touched. Returns what was deleted."""
-    stale = [ns for ns in namespaces() if (m := _NS_RE.match(ns)) and not _pid_alive(int(m.group(1)))]
+    stale = [ns for ns in namespaces() if (m := _NS_RE.match(ns)) and not pid_alive(int(m.group(1)))]
     # Hosts first, the bridge last, as in a normal teardown (either order leaves nothing).
     stale.sort(key=lambda ns: ns.endswith("-" + BRIDGE))
     for ns in stale:
@@ -207,9 +207,10 @@ class Topology:
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         try:
             self.close()
-        except Exception:
+        except Exception as e:
             if exc_type is None:
-                raise  # otherwise the test's own error is the one to see
+                raise
+            print(f"tests.netns: {e}", file=sys.stderr)  # the body's own error is the one to raise
 
     def start(self) -> None:
         if self._made or self._closed:

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 import pytest
 
 from tests.conftest import ROOT, Mock
-from tests.netns import NetnsUnavailable, Topology, leftovers, namespaces, wait_for_text
+from tests.netns import NetnsUnavailable, Topology, leftovers, namespaces, pid_alive, wait_for_text
 from tests.test_e2e_locust import CHAT, LOCUST, check_against_log, load_rows
 
 PY = sys.executable
@@ -96,14 +96,6 @@ def test_hosts_meet_only_through_the_bridge_and_leave_nothing_behind(tmp_path):
     assert root_links() == links_before
 
 
-def gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"  # a zombie holds no namespace
-    except FileNotFoundError:
-        return True
-
-
 def test_a_failing_body_still_cleans_up(tmp_path):
     pidfile = tmp_path / "escaped.pid"
     with pytest.raises(ZeroDivisionError), topology(["a"], tmp_path) as topo:
@@ -115,9 +107,9 @@ def test_a_failing_body_still_cleans_up(tmp_path):
     assert sleeper.poll() is not None
     escaped = int(pidfile.read_text())
     deadline = time.monotonic() + 5
-    while not gone(escaped) and time.monotonic() < deadline:
+    while pid_alive(escaped) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert gone(escaped)
+    assert not pid_alive(escaped)
     assert leftovers([topo.id]) == []
     assert topo.teardown_s < 10
 
