@@ -20,7 +20,7 @@ SIGKILL leaves its namespaces behind; the next topology sweeps those whose pid i
 
 Usage::
 
-    from tests.netns import Topology, NetnsUnavailable
+    from tests.netns import Topology, wait_for_text
 
     with Topology(["master", "w1", "w2", "mock"]) as topo:
         mock = topo.popen("mock", [sys.executable, "-m", "llmload.cli", "mock", "--host", topo.addr("mock")])
