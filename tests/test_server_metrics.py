@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from llmload.mock.engine import FixedEngine
+from llmload.mock.fixed_engine import FixedEngine
 from llmload.mock.prometheus import render_metrics
 from llmload.server_metrics import (
     ENGINES,
