@@ -207,6 +207,14 @@ def test_completions_endpoint(fixed_mock):
 def test_target_parsing():
     assert Target("http://h:8000/v1", CHAT).path == "/v1/chat/completions"
     assert Target("https://api.x.com/openai/v1/", CHAT).path == "/openai/v1/chat/completions"
-    assert Target("localhost:9", CHAT).host_header == "localhost:9"
+    assert Target("http://localhost:9", CHAT).host_header == "localhost:9"
+    azure = Target("https://x.openai.azure.com/openai/deployments/d?api-version=2024-10-21", "/chat/completions",
+                   (("foo", "a b"),))
+    assert azure.path == "/openai/deployments/d/chat/completions?api-version=2024-10-21&foo=a+b"
+    assert azure.url == "https://x.openai.azure.com" + azure.path
+    with pytest.raises(ValueError, match="--host 'localhost:9': expected a URL with its scheme"):
+        Target("localhost:9", CHAT)
     with pytest.raises(ValueError, match="--host"):
         Target("ftp://x", CHAT)
+    with pytest.raises(ValueError, match="the port is not a number"):
+        Target("http://x:99999", CHAT)
