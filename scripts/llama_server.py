@@ -157,8 +157,10 @@ def _run(cmd: Sequence[str], log_path: Path, what: str, cwd: Path | None = None)
 
 
 def _download_sdist(dest: Path, log_path: Path) -> Path:
+    # The sdist only (not ":all:", which would also build pip's metadata step's own build
+    # dependencies from source: 5 minutes instead of 10 s).
     _run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--disable-pip-version-check",
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", SDIST_NAME, "--disable-pip-version-check",
          "-d", str(dest), f"{SDIST_NAME}=={SDIST_VERSION}"],
         log_path, f"pip download {SDIST_NAME}=={SDIST_VERSION}",
     )
