@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml setup.py llmload-locust-help.pth
 venv: $(STAMP)
 
 lint: venv
-	$(VENV)/bin/ruff check llmload tests benchmarks locustfiles llmload_locust_help.py setup.py
+	$(VENV)/bin/ruff check llmload tests benchmarks locustfiles scripts llmload_locust_help.py setup.py
 
 # The web UI test drives Debian's chromium through chromedriver; install both when missing.
 browser-deps:

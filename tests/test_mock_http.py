@@ -202,3 +202,21 @@ def test_ctrl_c_ends_the_server_cleanly(fixed_mock):
     fixed_mock.proc.send_signal(signal.SIGINT)
     assert fixed_mock.proc.wait(10) == 0
     assert "stopped" in fixed_mock.proc.stdout.read()
+
+
+def test_responses_api_stream_and_answer(fixed_mock):
+    body = {"model": "m", "input": [{"role": "user", "content": "say three words"}], "max_output_tokens": 3,
+            "stream": True, "ignore_eos": True}
+    status, headers, data = post(fixed_mock, "/v1/responses", body)
+    assert status == 200 and headers["content-type"].startswith("text/event-stream")
+    lines = [ln for ln in data.decode().split("\n") if ln.startswith("event: ")]
+    kinds = [ln[7:] for ln in lines]
+    assert kinds[:4] == ["response.created", "response.in_progress", "response.output_item.added",
+                         "response.content_part.added"]
+    assert kinds.count("response.output_text.delta") == 3 and kinds[-1] == "response.completed"
+    completed = json.loads(sse_events(data)[-1].split("data: ", 1)[1])
+    assert completed["response"]["usage"]["output_tokens"] == 3 and completed["response"]["usage"]["input_tokens"] == 3
+    assert b"[DONE]" not in data
+    status, _, data = post(fixed_mock, "/v1/responses", {**body, "stream": False})
+    answer = json.loads(data)
+    assert status == 200 and answer["status"] == "completed" and answer["usage"]["output_tokens"] == 3

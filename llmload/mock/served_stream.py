@@ -19,10 +19,12 @@ from time import perf_counter
 
 import gevent.event
 
+from llmload import netstamp
 from llmload.mock import openai_api as api
 from llmload.mock.engine import BatchingEngine, Sequence
 from llmload.mock.faults import Fault
 from llmload.mock.fixed_engine import FixedEngine
+from llmload.mock.responses_api import ResponsesFormatter
 
 
 class ServedStream:
@@ -39,7 +41,8 @@ class ServedStream:
         self.raw = sock._sock  # the non-blocking OS socket under gevent's wrapper
         self.req = req
         self.rid = rid
-        self.fmt = api.StreamFormatter(req.chat, rid, req.model, int(arrival_unix))
+        self.fmt = (ResponsesFormatter(rid, req.model, int(arrival_unix)) if req.responses
+                    else api.StreamFormatter(req.chat, rid, req.model, int(arrival_unix)))
         self.fault = fault
         self.seq: Sequence | None = None
         self.outbox: list[bytes] = []
@@ -90,7 +93,7 @@ class ServedStream:
                 end = True
             else:
                 data = b"".join(parts)
-                self._write(b"%x\r\n%b\r\n" % (len(data), data))
+                self._write(b"%x\r\n%b\r\n" % (len(data), data), last=True)
                 self.outcome = "fault:disconnect"
                 self._hang_up()
                 return
@@ -102,24 +105,34 @@ class ServedStream:
         frame = b"%x\r\n%b\r\n" % (len(data), data)
         if end:
             frame += b"0\r\n\r\n"
-        self._write(frame)
+        self._write(frame, last=end)
         if end:
             if not finished:
                 self.engine.abort(seq)
             self._finish()
 
-    def _write(self, frame: bytes) -> None:
+    def _write(self, frame: bytes, last: bool = False) -> None:
         if self.gone:
             return
         now = perf_counter()
-        if self.first_mono is None:
+        first = self.first_mono is None
+        if first:
             self.first_mono = now
         self.last_mono = now
         if self.outbox:
             self.outbox.append(frame)
             return
         try:
-            n = self.raw.send(frame)
+            if first or last:
+                # The ground truth of the first and last token is the kernel's send time: a pause of
+                # the mock between reading the clock and the write must not count as the client's.
+                n, sent = netstamp.send_stamped(self.raw, frame)
+                if sent is not None and now - 0.001 < sent:
+                    if first:
+                        self.first_mono = sent
+                    self.last_mono = sent
+            else:
+                n = self.raw.send(frame)
         except BlockingIOError:
             n = 0
         except OSError:

@@ -44,6 +44,7 @@ class FastTransport:
         self.options = options = dataclasses.replace(options or ClientOptions(), **settings)
         self.target = Target(base_url, path, options.query)
         self.sock: socket.socket | None = None
+        self._tx_stamps = False  # the kernel stamps our sends: t0 is when the request really left
         self._tls = self.target.scheme == "https"
         self._ssl_context = options.ssl_context() if self._tls else None
         self._proxy = proxy_for(self.target.scheme, self.target.host)
@@ -78,6 +79,7 @@ class FastTransport:
                 sock = self._ssl_context.wrap_socket(sock, server_hostname=t.host)
             else:
                 netstamp.enable(sock)  # without kernel timestamps reads are stamped on arrival instead
+                self._tx_stamps = netstamp.enable_tx(sock)
             sock.settimeout(None)
         except BaseException:
             sock.close()
@@ -172,6 +174,13 @@ class FastTransport:
         t0 = acc.t0 = perf_counter()
         try:
             sock.sendall(data)
+            if self._tx_stamps:
+                # t0 is when the kernel sent the request: a pause of this process between taking
+                # the time and the write (a preemption, a GC pass) must not count as the server's.
+                sent = netstamp.sent_at(sock._sock, netstamp.clock_offset())
+                if sent is not None and t0 - 0.001 < sent <= perf_counter():
+                    meta.start_time += sent - t0
+                    t0 = acc.t0 = sent
             if tls:
                 self._read_tls(st)
             else:

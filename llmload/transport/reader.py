@@ -21,13 +21,14 @@ import gevent
 from gevent.hub import get_hub
 from gevent.monkey import get_original
 
-from llmload.netstamp import clock_offset
+from llmload.netstamp import clock_offset, sent_at
 
 if TYPE_CHECKING:
     from llmload.transport.stream import ResponseStream
 
 CHECK_INTERVAL_S = 0.1
 _EPOLLIN = 1
+_EPOLLERR = 8
 
 
 class Reader:
@@ -76,9 +77,13 @@ class Reader:
         offset = clock_offset()
         pass_start = perf_counter()
         by_fd = self.by_fd
-        for fd, _ in ready:
+        for fd, events in ready:
             st = by_fd.get(fd)
             if st is not None:
+                if events & _EPOLLERR:
+                    # A transmit stamp that came after the request's own check (an asynchronous
+                    # NIC queue) waits in the error queue and keeps the descriptor ready: drain it.
+                    sent_at(st.raw, offset)
                 st.on_readable(offset, pass_start)
 
     def _check_timeouts(self) -> None:

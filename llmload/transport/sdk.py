@@ -70,7 +70,9 @@ class OpenAITransport:
         )
 
     def connect(self) -> None:
-        """Open a pooled connection ahead of the first request (the SDK connects lazily)."""
+        """Open a pooled connection ahead of the first request (the SDK connects lazily), and load
+        the SDK's modules for this endpoint, which it imports on first use (inside the first TTFT)."""
+        self._create()
         try:
             self.client.with_options(timeout=5.0).models.list()
         except self._openai.OpenAIError:
