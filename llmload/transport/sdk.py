@@ -55,9 +55,11 @@ class OpenAITransport:
         self.kind = next((k for k, sfx in _KIND_SUFFIX.items() if bare.endswith(sfx)), "chat")
         base_path = bare[: -len(_KIND_SUFFIX[self.kind])]
         headers: dict[str, Any] = {"Accept-Encoding": "identity", **dict(options.headers)}
+        self._request_headers: dict[str, Any] = {}
         if options.api_key and options.api_key_header.lower() != "authorization":
             headers[options.api_key_header] = options.api_key
-            headers["Authorization"] = openai.Omit()
+            # the SDK honours an omitted Authorization only among a request's own headers
+            self._request_headers["Authorization"] = openai.Omit()
         query = dict(tuple(q.split("=", 1)) if "=" in q else (q, "") for q in target.query.split("&") if q)
         self._deadlines = Deadlines(options.first_token_deadline, options.timeout)
         self.client = openai.OpenAI(
@@ -97,7 +99,7 @@ class OpenAITransport:
         keys = _STANDARD_KEYS[self.kind]
         std = {k: v for k, v in fields.items() if k in keys}
         extra_body = {k: v for k, v in fields.items() if k not in keys}
-        hdrs = {"X-Request-Id": meta.request_id, **(headers or {})}
+        hdrs = {"X-Request-Id": meta.request_id, **self._request_headers, **(headers or {})}
         meta.start_time = time.time()
         t0 = perf_counter()
         acc = R.StreamAccumulator(t0, want_text)
