@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from llmload.protocol import Chunk
+from llmload.tool_calls import assemble
 
 OK = "ok"
 RATE_LIMITED = "rate_limited"
@@ -43,7 +44,7 @@ CSV_COLUMNS = (
     "request_id", "start_time", "scenario", "status", "http_status", "ttft_ms", "ttft_visible_ms",
     "tpot_ms", "e2e_ms", "itl_max_ms", "prompt_tokens", "cached_tokens", "completion_tokens",
     "max_tokens", "token_source", "finish_reason", "users", "worker", "session_id", "turn", "error",
-    "scheduled_time", "requested_input_tokens", "arrival_rate",
+    "scheduled_time", "requested_input_tokens", "arrival_rate", "step_kind", "requested_image_tokens",
 )
 
 
@@ -62,6 +63,8 @@ class RequestMeta:
     scheduled_time: float | None = None  # open-loop: when the arrival process wanted it sent (epoch s)
     requested_input_tokens: int | None = None  # prompt length the workload asked for
     arrival_rate: float | None = None  # open-loop: the run's target arrival rate (req/s) when it was scheduled
+    step_kind: str = ""  # agent tasks: "task" (first call) or "tool_result" (a call after tool results)
+    requested_image_tokens: int | None = None  # what the prompt's images cost a Qwen2-VL-style model
 
 
 @dataclass(slots=True)
@@ -83,6 +86,7 @@ class RequestRecord:
     finish_reason: str = ""
     error: str = ""
     text: str = ""  # the reply, when asked for (multi-turn)
+    tool_calls: list[dict] = field(default_factory=list)  # the reply's whole tool calls, when text is asked for
     itl_ms: list[float] = field(default_factory=list)
     t0: float | None = None  # perf_counter() at t0, to hold timings against a server's own log
 
@@ -100,7 +104,7 @@ class RequestRecord:
             self.prompt_tokens, self.cached_tokens, self.completion_tokens, m.max_tokens, self.token_source,
             self.finish_reason, m.users, m.worker, m.session_id, m.turn, self.error,
             None if m.scheduled_time is None else round(m.scheduled_time, 6), m.requested_input_tokens,
-            m.arrival_rate,
+            m.arrival_rate, m.step_kind, m.requested_image_tokens,
         )
 
 
@@ -124,7 +128,7 @@ class StreamAccumulator:
     """
 
     __slots__ = ("t0", "times", "first_visible", "last_event", "finish_reason", "usage", "error", "done",
-                 "bad", "texts", "want_text")
+                 "bad", "texts", "want_text", "tool_pieces")
 
     def __init__(self, t0: float, want_text: bool = False) -> None:
         self.t0 = t0
@@ -138,6 +142,7 @@ class StreamAccumulator:
         self.bad: str | None = None
         self.texts: list[str] = []
         self.want_text = want_text
+        self.tool_pieces: list = []  # delta.tool_calls pieces, kept with want_text
 
     def add(self, chunk: Chunk, now: float) -> None:
         if chunk.done:
@@ -149,8 +154,11 @@ class StreamAccumulator:
             self.times.append(now)
             if chunk.visible and self.first_visible is None:
                 self.first_visible = now
-            if chunk.text and self.want_text:
-                self.texts.append(chunk.text)
+            if self.want_text:
+                if chunk.text:
+                    self.texts.append(chunk.text)
+                if chunk.tool_calls:
+                    self.tool_pieces.extend(chunk.tool_calls)
         if chunk.finish_reason is not None:
             self.finish_reason = chunk.finish_reason
         if chunk.usage is not None:
@@ -193,6 +201,8 @@ class StreamAccumulator:
         rec.finish_reason = self.finish_reason or ""
         if self.want_text:
             rec.text = "".join(self.texts)
+            if self.tool_pieces:
+                rec.tool_calls = assemble(self.tool_pieces)
         n = rec.completion_tokens
         if rec.ttft_ms is not None and n is not None and n >= 2:
             rec.tpot_ms = (rec.e2e_ms - rec.ttft_ms) / (n - 1)
