@@ -16,6 +16,7 @@ Usage::
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from dataclasses import dataclass, field
@@ -28,8 +29,12 @@ from llmload.slo import SLO, parse_slo
 from llmload.transport import TRANSPORTS, ClientOptions, Target
 from llmload.transport.connection import parse_headers, parse_query
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
+from llmload.workload.replay import selected_trace
 from llmload.workload.scenario import ScenarioSpec, is_scenario_file, load_scenario_cached, resolve_scenario_path
 from llmload.workload.synthetic import LengthRange
+from llmload.workload.trace import TraceError
+
+log = logging.getLogger("llmload")
 
 
 class ConfigError(ValueError):
@@ -73,11 +78,13 @@ class RunConfig:
         return {}
 
     def expected_hit_ratios(self) -> dict[str, float]:
-        """Per workload with prefix groups: the hit ratio its scenario file makes possible."""
+        """Per workload with prefix groups or a trace's hash_ids: the hit ratio its scenario file
+        makes possible."""
         out: dict[str, float] = {}
         for spec in self.scenarios:
             for w in spec.workloads:
-                ratio = w.expected_prefix_hit_ratio()
+                trace = w.trace
+                ratio = w.expected_prefix_hit_ratio() if trace is None else selected_trace(trace).expected_hit_ratio()
                 if ratio is not None:
                     out[w.name] = ratio
         return out
@@ -92,8 +99,28 @@ class RunConfig:
 
     def _add_scenario(self, spec: ScenarioSpec | None) -> None:
         if spec is not None and all(s.path != spec.path for s in self.scenarios):
+            _read_traces(spec)
             self.scenarios.append(spec)
             self.slos += [s for w in spec.workloads for s in w.slos]
+
+
+def _read_traces(spec: ScenarioSpec) -> None:
+    """Read each ``trace:`` now (once per process): a bad line ends the run at init, not per user."""
+    for w in spec.workloads:
+        if w.trace is None:
+            continue
+        fresh = w.trace not in _traces_seen
+        try:
+            trace = selected_trace(w.trace)
+        except TraceError as e:
+            raise ConfigError(f"{spec.path}: workloads.{w.name}.trace: {e}") from None
+        if fresh:
+            _traces_seen.add(w.trace)
+            for note in trace.notes:
+                log.warning("llmload: %s", note)
+
+
+_traces_seen: set = set()
 
 
 def class_anchor(user_class: type) -> str:

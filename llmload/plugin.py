@@ -42,8 +42,11 @@ from llmload.live import LiveHistory, LiveWindow
 from llmload.options import add_arguments, option
 from llmload.output import HistoryCsv, RequestsCsv, write_llm_stats
 from llmload.record import CANCELLED, CSV_COLUMNS, OK, RequestRecord
+from llmload.replay_link import ReplayLink
+from llmload.slo import task_limit_s
 from llmload.stats import LLMStats
 from llmload.summary import format_summary, run_notes
+from llmload.tasks import TaskRecord
 from llmload.transport import ClientOptions, first_model
 from llmload.workload.shared import SharedState
 
@@ -123,6 +126,7 @@ class LLMLoadPlugin:
             })
         elif self.mode == "master":
             self.link = MasterLink(runner, self._ingest)
+        self.replay = ReplayLink(self)  # trace replay: one clock for every process, the end of the run
 
     # -- configuration ---------------------------------------------------------------------------
     def option(self, name: str, default: Any = None) -> Any:
@@ -221,6 +225,10 @@ class LLMLoadPlugin:
                 stats.get(name, "TPOT").log(rec.tpot_ms, 0)
         self.stats.add(rec, track_delta=True)
         self.pending_rows.append(rec.row())
+
+    def record_task(self, task: TaskRecord) -> None:
+        """Account one finished agent task (its calls were recorded one by one)."""
+        self.stats.add_task(task, task_limit_s(self.config.slos, task.scenario), track_delta=True)
 
     def _take_payload(self) -> dict[str, Any]:
         rows, self.pending_rows = self.pending_rows, []

@@ -43,9 +43,10 @@ def prefix_cache_stats(df: pd.DataFrame) -> dict[str, Any] | None:
 
 def _section(name: str, df: pd.DataFrame, slos: list[SLO], opts: ReportOptions,
              notes: list[str]) -> Section:
-    steps, step_notes = measure_steps(df, opts.warmup_s, slos)
+    step_slos = [s for s in slos if not s.per_task]  # task SLOs are judged over tasks (report.tasks)
+    steps, step_notes = measure_steps(df, opts.warmup_s, step_slos)
     notes += [f"{name}: {n}" for n in step_notes]
-    capacity = find_capacity([s.data for s in steps], bool(slos))
+    capacity = find_capacity([s.data for s in steps], bool(step_slos))
     cost = None
     if opts.gpu_hourly_usd is not None and capacity.get("users") is not None:
         cap_step = next(s for s in steps if s.data["level"] == capacity["level"])

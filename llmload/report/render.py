@@ -19,6 +19,7 @@ import numpy as np
 from llmload.report import charts as ch
 from llmload.report.format import fmt, fmt_usd
 from llmload.report.model import Report, Section
+from llmload.report.tasks import traffic_json, traffic_tables
 
 
 @dataclass
@@ -131,6 +132,8 @@ def blocks(report: Report) -> list[Block]:
         out.append(Block("Prefix cache", 2, header=["scenario", "cached ÷ prompt tokens", "requests with a hit",
                                                     "TTFT p50/p95, hits (n: ms)", "TTFT p50/p95, misses (n: ms)"],
                          rows=rows))
+    # production-shaped workloads: agent tasks, text vs image input, schedule lag (llmload.report.tasks)
+    out += [Block(h, 2, header=hd, rows=r) for h, hd, r in traffic_tables(traffic_json(report))]
     out.append(Block("Notes", 2, text=[f"- {n}" for n in report.notes] + [
         "- Latency percentiles are over ok requests that started in a step's measured window; req/s, tok/s "
         "and goodput over ok requests that completed in it. Goodput counts requests that meet every "
@@ -227,7 +230,7 @@ def vllm_export(report: Report) -> list[dict[str, Any]]:
 
 def write_all(report: Report, out_dir: str) -> list[str]:
     os.makedirs(out_dir, exist_ok=True)
-    data = _clean(report.to_json())
+    data = _clean({**report.to_json(), **traffic_json(report)})
     o = report.overall
     steps, label = [s.data for s in o.steps], report.level_label
     charts = {
