@@ -65,6 +65,10 @@ KEEP_POINTS = 600  # combined scrapes kept for the live view (20 min at 2 s)
 KEEP_SAMPLES = 20_000
 
 
+# Straight to the server, as the load goes: no proxy from the environment (http_proxy ...).
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
 class ScrapeError(Exception):
     """One scrape that failed; the message says why."""
 
@@ -74,7 +78,7 @@ def fetch(url: str, timeout_s: float, max_bytes: int = MAX_EXPOSITION_BYTES) -> 
     headers = {"Accept": "text/plain; version=0.0.4", "User-Agent": f"llmload-server-metrics (pid {os.getpid()})"}
     try:
         with gevent.Timeout(timeout_s, ScrapeError(f"no complete answer within {timeout_s:g} s")), \
-                urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout_s) as resp:
+                _OPENER.open(urllib.request.Request(url, headers=headers), timeout=timeout_s) as resp:
             declared = resp.headers.get("Content-Length", "")
             if declared.isdigit() and int(declared) > max_bytes:
                 raise ScrapeError(f"the body is {int(declared)} bytes (Content-Length), over the {max_bytes}-byte "
