@@ -12,6 +12,7 @@ Usage::
     config = build_config(environment, require_host=True)   # raises ConfigError
     setup = config.setup_for(ChatUser)                       # UserSetup: scenario, endpoint, transport, ...
     config.slos, config.shape, config.expected_hit_ratios()
+    config.server_metrics.urls, config.server_metrics.interval_s
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +63,15 @@ class UserSetup:
         return self.endpoint or workload_endpoint or self.class_endpoint
 
 
+@dataclass(frozen=True)
+class ServerMetricsSetup:
+    """Where and how often to read the server's Prometheus metrics (``--server-metrics*``)."""
+
+    urls: tuple[str, ...] = ()  # empty: probe the target host, unless off
+    interval_s: float = 2.0
+    off: bool = False
+
+
 @dataclass
 class RunConfig:
     client: ClientOptions  # key, headers, query, TLS, deadlines, limits (a workload may add headers)
@@ -68,6 +79,7 @@ class RunConfig:
     scenarios: list[ScenarioSpec]
     setups: dict[type, UserSetup] = field(default_factory=dict)
     environment: Any = None
+    server_metrics: ServerMetricsSetup = field(default_factory=ServerMetricsSetup)
 
     @property
     def shape(self) -> dict[str, Any]:
@@ -214,7 +226,8 @@ def build_config(environment: Any, require_host: bool = False) -> RunConfig:
         except ValueError as e:
             raise ConfigError(str(e)) from None
     timeout = _seconds(environment, "request_timeout", 600.0)
-    config = RunConfig(client=_client_options(environment, timeout), slos=slos, scenarios=[], environment=environment)
+    config = RunConfig(client=_client_options(environment, timeout), slos=slos, scenarios=[], environment=environment,
+                       server_metrics=_server_metrics(environment))
     if environment.host:
         try:
             Target(environment.host, "/v1/models", config.client.query)
@@ -295,3 +308,31 @@ def _check_shape(environment: Any, shape: dict[str, Any]) -> None:
             value, where = shape[yaml_key], where_yaml + yaml_key
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
             raise ConfigError(f"{where} {value!r}: expected a number >= 0")
+
+
+def _server_metrics(environment: Any) -> ServerMetricsSetup:
+    urls = [str(u).strip() for u in option(environment, "server_metrics", []) or []]
+    for url in urls:
+        if not _is_http_url(url):
+            raise ConfigError(f"--server-metrics {url!r}: expected the http:// or https:// URL of a Prometheus "
+                              "metrics endpoint, e.g. http://127.0.0.1:8000/metrics")
+    off = bool(option(environment, "no_server_metrics"))
+    if off and urls:
+        raise ConfigError("--no-server-metrics and --server-metrics URL: pass one or the other")
+    text = option(environment, "server_metrics_interval", "2")
+    try:
+        interval = float(text)
+    except (TypeError, ValueError):
+        interval = -1.0
+    if not 0 < interval < float("inf"):
+        raise ConfigError(f"--server-metrics-interval {text!r}: expected seconds > 0, e.g. 2")
+    return ServerMetricsSetup(urls=tuple(urls), interval_s=interval, off=off)
+
+
+def _is_http_url(url: str) -> bool:
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number 0-65535)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and not any(c.isspace() for c in url)

@@ -43,6 +43,7 @@ from llmload.options import add_arguments, option
 from llmload.output import HistoryCsv, RequestsCsv, write_llm_stats
 from llmload.record import CANCELLED, CSV_COLUMNS, OK, RequestRecord
 from llmload.replay_link import ReplayLink
+from llmload.server_scrape import ServerMetricsScraper, start_scraper
 from llmload.slo import task_limit_s
 from llmload.stats import LLMStats
 from llmload.summary import format_summary, run_notes
@@ -115,6 +116,7 @@ class LLMLoadPlugin:
         self._history_csv: HistoryCsv | None = None
         self._local_health: dict[str, Any] = {}
         self.link: MasterLink | WorkerLink | None = None
+        self.scraper: ServerMetricsScraper | None = None  # the server's /metrics, read by the master or local process
         ev = environment.events
         ev.test_start.add_listener(self._on_test_start)
         ev.test_stop.add_listener(self._on_test_stop)
@@ -175,6 +177,11 @@ class LLMLoadPlugin:
         except ConfigError as e:
             self._fail(str(e))
             raise StopUser() from None
+
+    @property
+    def run_finished(self) -> bool:
+        """No test is running here (none started yet, or the last one has ended)."""
+        return self._finished_run
 
     @property
     def worker_index(self) -> int:
@@ -323,6 +330,10 @@ class LLMLoadPlugin:
             self.health.start()
         if self.mode != "worker":
             self._spawn(self._sample_history_forever)
+            if self.scraper is not None:
+                self.scraper.stop()
+            self.scraper = None if self.config_error or self._config is None else start_scraper(
+                self._config.server_metrics, self.env.host, prefix)
         if isinstance(self.link, MasterLink):
             self.link.start()
             self.link.broadcast("llmload_processes", {"n": len(self.link.expected)})
@@ -356,6 +367,8 @@ class LLMLoadPlugin:
             return
         self._finished_run = True
         self._stop_background()
+        if self.scraper is not None:
+            self.scraper.stop()
         if self.mode == "local":
             rows, self.pending_rows = self.pending_rows, []
             self._write_rows(rows)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from llmload.mock.engine import EngineParams
 from llmload.mock.faults import Fault, parse_fault_rate
+from llmload.mock.metrics_state import METRIC_FORMATS
 from llmload.mock.profiles import DEFAULT_PROFILE, PROFILES, Profile, get_profile
 
 ENGINE_FLAGS = {f.name: f.type for f in dataclasses.fields(EngineParams)}
@@ -28,6 +29,7 @@ class MockConfig:
     log_tokens: bool = False  # the log also lists every streamed token's send time
     output_mean_tokens: int = 256
     tool_call_rate: float = 0.5  # share of tool_choice "auto" replies that call a tool
+    metrics_format: str = "vllm"  # names and counting of /metrics: vllm, sglang or tgi
 
 
 def port_number(text: str) -> int:
@@ -68,6 +70,8 @@ def add_mock_arguments(p: argparse.ArgumentParser) -> None:
                         "(required or a named function: always; none: never; default 0.5)")
     p.add_argument("--ttft-ms", type=float, help="fixed profile: first-token delay")
     p.add_argument("--itl-ms", type=float, help="fixed profile: interval between tokens")
+    p.add_argument("--metrics-format", choices=METRIC_FORMATS, default="vllm",
+                   help="/metrics names and counting of this engine (default vllm)")
     p.add_argument("--fault", action="append", default=[], metavar="VALUE=RATE",
                    help="inject a fault into a share of requests, e.g. 429=0.05, disconnect:10=0.01, "
                         "stall:2=0.01 (repeatable)")
@@ -114,4 +118,5 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
         log_tokens=bool(getattr(args, "log_tokens", False)),
         output_mean_tokens=args.output_mean_tokens or profile.output_mean_tokens,
         tool_call_rate=args.tool_call_rate,
+        metrics_format=getattr(args, "metrics_format", None) or "vllm",
     )

@@ -116,6 +116,49 @@ PROFILES: dict[str, Profile] = {
             output_mean_tokens=128,
         ),
         Profile(
+            name="kv-limited",
+            description=(
+                "a 7B model on a small GPU: plenty of sequence slots but a KV cache of 24,000 tokens, so "
+                "the knee is where the cache fills (32 requests of 500 + 250 tokens) and requests queue "
+                "for memory"
+            ),
+            model="mock-kv-limited",
+            engine=EngineParams(
+                max_num_seqs=256,
+                max_num_batched_tokens=4096,
+                kv_capacity_tokens=24_000,
+                step_base_ms=20.0,
+                step_per_seq_ms=0.1,
+                step_per_prefill_token_ms=0.01,
+                api_overhead_ms=1.0,
+                prefix_caching=True,
+                chunked_prefill=True,
+                max_model_len=8192,
+            ),
+            output_mean_tokens=200,
+        ),
+        Profile(
+            name="compute-bound",
+            description=(
+                "a model whose decode step grows 1.5 ms per running sequence and a KV cache that never "
+                "fills: the knee is where the batch makes every step (TPOT) too slow"
+            ),
+            model="mock-compute-bound",
+            engine=EngineParams(
+                max_num_seqs=512,
+                max_num_batched_tokens=8192,
+                kv_capacity_tokens=10_000_000,
+                step_base_ms=8.0,
+                step_per_seq_ms=1.5,
+                step_per_prefill_token_ms=0.005,
+                api_overhead_ms=1.0,
+                prefix_caching=True,
+                chunked_prefill=True,
+                max_model_len=32768,
+            ),
+            output_mean_tokens=200,
+        ),
+        Profile(
             name="fixed",
             description=(
                 "constant first-token delay and inter-token interval (--ttft-ms, --itl-ms), no "

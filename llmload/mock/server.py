@@ -33,8 +33,9 @@ from llmload.mock.engine import BatchingEngine, EngineRequest
 from llmload.mock.faults import Fault, FaultPicker
 from llmload.mock.fixed_engine import FixedEngine
 from llmload.mock.http_request import RequestError, parse_request
+from llmload.mock.metrics_state import EngineStats, LatencyHistogram
 from llmload.mock.options import MockConfig
-from llmload.mock.prometheus import LatencyHistogram, render_metrics
+from llmload.mock.prometheus import render_metrics
 from llmload.mock.responses_api import full_response as full_responses_response
 from llmload.mock.responses_api import parse_responses_body
 from llmload.mock.served_stream import ServedStream
@@ -68,6 +69,7 @@ class MockServer:
         else:
             self.engine = BatchingEngine(config.engine_params)
         self.max_model_len = config.engine_params.max_model_len if config.engine_params else 1_000_000
+        self.engine.stats = EngineStats(config.metrics_format, self.max_model_len)
         self.faults = FaultPicker(config.fault_rates, config.seed)
         self._rng = random.Random(config.seed)
         self._wake = gevent.event.Event()

@@ -10,6 +10,7 @@ import pandas as pd
 from llmload.report.capacity import cost_at, find_capacity, plan_for
 from llmload.report.load import load_requests
 from llmload.report.model import Report, ReportOptions, Section
+from llmload.report.server import attach_server_metrics
 from llmload.report.steps import measure_steps
 from llmload.slo import SLO, slos_for
 
@@ -91,7 +92,9 @@ def build_report(prefix: str, opts: ReportOptions | None = None) -> Report:
         warnings.append("no step lasted longer than the warm-up: nothing was measured (try --warmup-s 0)")
     if loaded.level == "arrival_rate":
         notes.append("an open-loop run: steps follow the arrival rate (arrival_rate column), not the user count")
-    return Report(source=loaded.path, options=opts, overall=overall, scenarios=scenarios, warnings=warnings,
-                  notes=notes, df=df, level=loaded.level)
+    report = Report(source=loaded.path, options=opts, overall=overall, scenarios=scenarios, warnings=warnings,
+                    notes=notes, df=df, level=loaded.level)
+    attach_server_metrics(report, prefix)  # PREFIX_server_metrics.csv, when the run has one
+    return report
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from llmload.report import charts as ch
 from llmload.report.format import fmt, fmt_usd
 from llmload.report.model import Report, Section
+from llmload.report.server import server_table
 from llmload.report.tasks import traffic_json, traffic_tables
 
 
@@ -122,6 +123,10 @@ def blocks(report: Report) -> list[Block]:
         for name, sec in report.scenarios.items():
             out += _capacity_blocks(sec, f"Scenario {name}")
             out.append(_steps_block(sec, f"Steps of {name}", report.level_label))
+    server = server_table(report)  # the engine's own metrics per step, when the run scraped them
+    if server:
+        heading, text, header, rows = server
+        out.append(Block(heading, 2, text=text, header=header, rows=rows))
     caches = [(n, s.prefix_cache) for n, s in report.scenarios.items() if s.prefix_cache]
     if caches:
         def side(d: dict[str, Any]) -> str:
