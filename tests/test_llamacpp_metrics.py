@@ -29,8 +29,8 @@ def counters(url: str) -> dict[str, float]:
 def test_llama_server_metrics_are_read_mapped_and_agree_with_the_client(llama_server, tmp_path):
     before = counters(llama_server.url)
     prefix = tmp_path / "llama"
-    res = run_locust(["-f", CHAT, "--host", llama_server.url, "-u", "6", "-r", "6", "-t", "6s", "--headless",
-                      "--csv", str(prefix), "--stop-timeout", "20", "--output-tokens", "16", "--input-tokens", "40",
+    res = run_locust(["-f", CHAT, "--host", llama_server.url, "-u", "12", "-r", "12", "-t", "6s", "--headless",
+                      "--csv", str(prefix), "--stop-timeout", "20", "--output-tokens", "64", "--input-tokens", "40",
                       "--server-metrics-interval", "1", "--model", llama_server.model_alias], tmp_path, timeout=180)
     assert res.returncode == 0, res.stderr[-3000:]
     assert f"reading server metrics from {llama_server.url}/metrics (llamacpp)" in res.stderr
@@ -46,7 +46,7 @@ def test_llama_server_metrics_are_read_mapped_and_agree_with_the_client(llama_se
     assert set(csv[csv["metric"] == "up"]["labels"]) == {'engine="llamacpp"'}
     running = csv[csv["metric"] == "requests_running"]["value"]
     waiting = csv[csv["metric"] == "requests_waiting"]["value"]
-    # 6 users on 4 slots: the slots fill and the rest are deferred
+    # 12 users on 4 slots: the slots fill and the rest are deferred (two in three wait at any time)
     assert running.max() == llama_server.n_slots and waiting.max() >= 1
     assert {"llamacpp:n_decode_total", "llamacpp:prompt_seconds_total"} <= set(csv["metric"])  # kept raw
     data = report(prefix, tmp_path)
