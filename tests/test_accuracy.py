@@ -88,5 +88,4 @@ def test_a_client_pause_is_counted_as_coalesced_reads_not_as_a_server_stall(mock
     assert len(paused) >= 16  # most of the 32 streams in flight during the pause read several tokens at once
     # the pause (50 ms, five tokens' worth) is never reported as a stall: the worst gap stays the server's
     assert all(g[1] <= g[2] + 2.0 for g in got if g[1] == g[1]), max(g[1] - g[2] for g in got if g[1] == g[1])
-    assert max(g[1] for g in got if g[1] == g[1]) < 30.0
     assert "read(s) carried several tokens at once" in res.stdout
