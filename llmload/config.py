@@ -20,7 +20,10 @@ import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
+from llmload.backoff import MODES as BACKOFF_MODES
+from llmload.backoff import BackoffPolicy
 from llmload.options import option
 from llmload.protocol import ENDPOINTS
 from llmload.schedules import STOP_ACTIONS, parse_rates, parse_steps
@@ -55,6 +58,20 @@ class UserSetup:
         return self.endpoint or workload_endpoint or self.class_endpoint
 
 
+PREFLIGHT_MODES = ("end", "wait", "off")
+
+
+@dataclass(frozen=True)
+class FaultSettings:
+    """What a run does when the server or the master misbehaves (--backoff*, --preflight*,
+    --master-lost-after)."""
+
+    backoff: BackoffPolicy = BackoffPolicy()
+    preflight: str = "end"
+    preflight_wait_s: float = 300.0
+    master_lost_after_s: float = 20.0
+
+
 @dataclass
 class RunConfig:
     request_timeout: float
@@ -62,6 +79,7 @@ class RunConfig:
     scenarios: list[ScenarioSpec]
     setups: dict[type, UserSetup] = field(default_factory=dict)
     environment: Any = None
+    faults: FaultSettings = FaultSettings()
 
     @property
     def shape(self) -> dict[str, Any]:
@@ -174,11 +192,59 @@ def has_host(environment: Any, user_classes: list[type]) -> bool:
     return bool(environment.host) or all(getattr(c, "host", None) for c in user_classes)
 
 
+def check_host(host: Any, where: str = "--host") -> None:
+    """A server address must be a URL with its scheme: ``127.0.0.1:8000`` is not guessed at."""
+    text = str(host)
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as e:
+        raise ConfigError(f"{where} {text!r}: {e}; expected http(s)://HOST[:PORT][/base/path]") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        hint = f", e.g. http://{text}" if "://" not in text else ""
+        raise ConfigError(f"{where} {text!r}: expected a URL with its scheme, http(s)://HOST[:PORT][/base/path]"
+                          f"{hint}")
+
+
+def _seconds(environment: Any, key: str, default: float) -> float:
+    text = option(environment, key)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = -1.0
+    if not (value > 0 and value < float("inf")):
+        raise ConfigError(f"--{key.replace('_', '-')} {text!r}: expected seconds > 0")
+    return value
+
+
+def fault_settings(environment: Any) -> FaultSettings:
+    mode = option(environment, "backoff") or "on"
+    if mode not in BACKOFF_MODES:
+        raise ConfigError(f"--backoff {mode!r}: expected one of {', '.join(BACKOFF_MODES)}")
+    try:
+        policy = BackoffPolicy(_seconds(environment, "backoff_base_s", 0.5), _seconds(environment, "backoff_max_s",
+                                                                                      60.0), mode == "on")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    preflight = option(environment, "preflight") or "end"
+    if preflight not in PREFLIGHT_MODES:
+        raise ConfigError(f"--preflight {preflight!r}: expected one of {', '.join(PREFLIGHT_MODES)}")
+    return FaultSettings(policy, preflight, _seconds(environment, "preflight_wait_s", 300.0),
+                         _seconds(environment, "master_lost_after", 20.0))
+
+
 def build_config(environment: Any, require_host: bool = False) -> RunConfig:
     """Check everything a run needs; raise ConfigError with the first problem."""
     classes = [c for c in (getattr(environment, "user_classes", None) or []) if getattr(c, "llmload_user", False)]
     if require_host and classes and not has_host(environment, classes):
         raise ConfigError("no server address: pass --host http://HOST:PORT (or set `host` on the user class)")
+    if getattr(environment, "host", None):
+        check_host(environment.host)
+    for cls in classes:
+        if getattr(cls, "host", None):
+            check_host(cls.host, f"{cls.__name__}.host")
     slos = []
     for text in option(environment, "slo", []) or []:
         try:
@@ -192,7 +258,8 @@ def build_config(environment: Any, require_host: bool = False) -> RunConfig:
         timeout = -1.0
     if not timeout > 0:
         raise ConfigError(f"--request-timeout {timeout_text!r}: expected seconds > 0, e.g. 600")
-    config = RunConfig(request_timeout=timeout, slos=slos, scenarios=[], environment=environment)
+    config = RunConfig(request_timeout=timeout, slos=slos, scenarios=[], environment=environment,
+                       faults=fault_settings(environment))
     for cls in classes:
         config.setup_for(cls)
     _check_shape(environment, config.shape)

@@ -22,15 +22,16 @@ from llmload.record import CSV_COLUMNS, OK, STATUSES, RequestRecord, rounded
 METRICS = ("ttft", "ttft_visible", "tpot", "itl", "itl_max", "e2e")
 QUANTILES = (("median", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0))
 AGGREGATED = "Aggregated"
-(_START, _STATUS, _TTFT, _TTFT_VIS, _TPOT, _E2E, _ITL_MAX, _PROMPT, _CACHED, _COMPLETION, _REQUESTED) = (
+(_START, _STATUS, _TTFT, _TTFT_VIS, _TPOT, _E2E, _ITL_MAX, _PROMPT, _CACHED, _COMPLETION, _REQUESTED,
+ _BACKOFF) = (
     CSV_COLUMNS.index(c) for c in ("start_time", "status", "ttft_ms", "ttft_visible_ms", "tpot_ms", "e2e_ms",
                                    "itl_max_ms", "prompt_tokens", "cached_tokens", "completion_tokens",
-                                   "requested_input_tokens"))
+                                   "requested_input_tokens", "backoff_ms"))
 
 
 class ScenarioStats:
     __slots__ = ("hist", "status_counts", "output_tokens", "prompt_tokens", "cached_tokens", "first_start",
-                 "last_end", "requested_input", "reported_input", "compared")
+                 "last_end", "requested_input", "reported_input", "compared", "backoff_waits", "backoff_ms")
 
     def __init__(self) -> None:
         self.hist = {m: Histogram() for m in METRICS}
@@ -44,23 +45,28 @@ class ScenarioStats:
         self.requested_input = 0
         self.reported_input = 0
         self.compared = 0
+        self.backoff_waits = 0  # requests after which a user waited (429/503/unreachable), and how long
+        self.backoff_ms = 0.0
 
     def add(self, rec: RequestRecord) -> None:
         self.add_values(rec.status, rec.meta.start_time, rec.ttft_ms, rec.ttft_visible_ms, rec.tpot_ms, rec.e2e_ms,
                         rec.itl_max_ms, rec.prompt_tokens, rec.cached_tokens, rec.completion_tokens,
-                        rec.meta.requested_input_tokens)
+                        rec.meta.requested_input_tokens, rec.backoff_ms)
         if rec.status == OK and rec.itl_ms:
             self.hist["itl"].record_many(rec.itl_ms)
 
     def add_row(self, row: tuple) -> None:
         """Account a PREFIX_requests.csv row (tuple in CSV_COLUMNS order; no per-chunk ITL)."""
         self.add_values(row[_STATUS], row[_START], row[_TTFT], row[_TTFT_VIS], row[_TPOT], row[_E2E], row[_ITL_MAX],
-                        row[_PROMPT], row[_CACHED], row[_COMPLETION], row[_REQUESTED])
+                        row[_PROMPT], row[_CACHED], row[_COMPLETION], row[_REQUESTED], row[_BACKOFF])
 
     def add_values(self, st: str, start: float, ttft: float | None, ttft_visible: float | None, tpot: float | None,
                    e2e: float | None, itl_max: float | None, prompt: int | None, cached: int | None,
-                   completion: int | None, requested: int | None) -> None:
+                   completion: int | None, requested: int | None, backoff_ms: float | None = None) -> None:
         self.status_counts[st] = self.status_counts.get(st, 0) + 1
+        if backoff_ms:
+            self.backoff_waits += 1
+            self.backoff_ms += backoff_ms
         if start < self.first_start:
             self.first_start = start
         end = start + (e2e or 0.0) / 1000.0
@@ -94,6 +100,8 @@ class ScenarioStats:
         self.requested_input += other.requested_input
         self.reported_input += other.reported_input
         self.compared += other.compared
+        self.backoff_waits += other.backoff_waits
+        self.backoff_ms += other.backoff_ms
 
     @property
     def requests(self) -> int:
@@ -108,7 +116,7 @@ class ScenarioStats:
             "h": {m: self.hist[m].to_wire() for m in METRICS if self.hist[m]},
             "s": self.status_counts,
             "t": [self.output_tokens, self.prompt_tokens, self.cached_tokens, self.requested_input,
-                  self.reported_input, self.compared],
+                  self.reported_input, self.compared, self.backoff_waits, self.backoff_ms],
             "w": [self.first_start if self.requests else None, self.last_end if self.requests else None],
         }
 
@@ -119,7 +127,7 @@ class ScenarioStats:
             s.hist[m] = Histogram.from_wire(h)
         s.status_counts = dict(data["s"])
         (s.output_tokens, s.prompt_tokens, s.cached_tokens, s.requested_input, s.reported_input,
-         s.compared) = data["t"]
+         s.compared, s.backoff_waits, s.backoff_ms) = data["t"]
         if data["w"][0] is not None:
             s.first_start, s.last_end = data["w"]
         return s
@@ -154,6 +162,8 @@ class ScenarioStats:
             for (label, _), v in zip(QUANTILES, values, strict=True):
                 row[f"{label}_{m}_ms"] = rounded(v)
             row[f"max_{m}_ms"] = rounded(h.max) if h else None
+        row["backoff_waits"] = self.backoff_waits
+        row["backoff_s"] = round(self.backoff_ms / 1000.0, 3)
         return row
 
 

@@ -20,6 +20,7 @@ import math
 import random
 import re
 import sys
+import time
 from fractions import Fraction
 from typing import Any
 
@@ -27,6 +28,7 @@ import gevent
 import gevent.lock
 from locust import User, constant, task
 
+from llmload.backoff import Backoff
 from llmload.config import UserSetup
 from llmload.options import api_key_from_env
 from llmload.plugin import get_plugin
@@ -90,6 +92,7 @@ class LLMUser(User):
         self._cap: gevent.lock.Semaphore | None = None
         self._gate: ArrivalGate | None = None
         self._arrival_rate = 0.0
+        self._backoff: Backoff | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
     def on_start(self) -> None:
@@ -99,6 +102,7 @@ class LLMUser(User):
         spec = self._pick_workload(scenario_spec) if scenario_spec is not None else None
         endpoint = setup.endpoint_for(spec.endpoint if spec else None)
         api_key = api_key_from_env()
+        self._backoff = Backoff(plugin.config.faults.backoff, random.Random(self.seed() ^ 0x0BAC0FF))
         self.transport = make_transport(setup.transport, self.host, ENDPOINTS[endpoint], api_key,
                                         plugin.config.request_timeout)
         model = plugin.option("model") or (spec.model if spec and spec.model else None) or self.model \
@@ -210,7 +214,13 @@ class LLMUser(User):
             rec = self.transport.stream(body, meta, want_text=request.want_text, on_cancel=self.plugin.record)
         finally:
             in_flight[request.scenario] -= 1
+        wait_s = self._backoff.after(rec.status, rec.http_status, rec.retry_after, time.time()) \
+            if self._backoff is not None else 0.0
+        if wait_s > 0:
+            rec.backoff_ms = wait_s * 1000.0
         self.plugin.record(rec)
+        if wait_s > 0:
+            gevent.sleep(wait_s)  # 429/503/unreachable: no hot loop of instant failures (llmload.backoff)
         return rec
 
 

@@ -26,6 +26,7 @@ from gevent.hub import Waiter
 
 from llmload import netstamp
 from llmload import record as R
+from llmload.limits import explain_connect_error
 from llmload.protocol import classify_event, error_message
 from llmload.transport.reader import reader as process_reader
 from llmload.transport.stream import RECV_SIZE, ResponseStream
@@ -121,7 +122,7 @@ class FastTransport:
                 except (OSError, gevent.Timeout) as e:
                     self.close()
                     return R.failed_record(meta, R.CONNECT_ERROR, f"cannot connect to "
-                                           f"{self.target.host}:{self.target.port}: {e}",
+                                           f"{self.target.host}:{self.target.port}: {explain_connect_error(e)}",
                                            e2e_ms=(perf_counter() - c0) * 1000.0)
             rec = self._exchange(data, meta, want_text, on_cancel)
             if rec is not None:
@@ -172,13 +173,12 @@ class FastTransport:
         if state != "complete" or st.head is None or not st.head.keep_alive or st.body.until_close:
             self.close()
         code = st.code
-        if code and code != 200 and state == "complete":
-            body = b"".join(st.err_body)
-            return R.failed_record(meta, R.status_for_http(code), error_message(body), http_status=code,
-                                   e2e_ms=(t_end - t0) * 1000.0)
         if code and code != 200:
-            return R.failed_record(meta, R.status_for_http(code), detail or "error response cut off",
-                                   http_status=code, e2e_ms=(t_end - t0) * 1000.0)
+            retry_after = st.head.headers.get("retry-after", "") if st.head is not None else ""
+            message = error_message(b"".join(st.err_body)) if state == "complete" else (
+                detail or "error response cut off")
+            return R.failed_record(meta, R.status_for_http(code), message, http_status=code,
+                                   e2e_ms=(t_end - t0) * 1000.0, retry_after=retry_after)
         return acc.finish(meta, state, t_end, http_status=code or None, detail=detail)
 
     def _read_tls(self, st: ResponseStream) -> None:

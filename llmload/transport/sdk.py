@@ -110,7 +110,8 @@ class OpenAITransport:
         e2e = (perf_counter() - t0) * 1000.0
         if isinstance(e, openai.APIStatusError):
             return R.failed_record(meta, R.status_for_http(e.status_code), error_message(e.response.content),
-                                   http_status=e.status_code, e2e_ms=e2e)
+                                   http_status=e.status_code, e2e_ms=e2e,
+                                   retry_after=e.response.headers.get("retry-after", ""))
         if isinstance(e, openai.APITimeoutError):
             return R.failed_record(meta, R.TIMEOUT, "no response within the request timeout", e2e_ms=e2e)
         return R.failed_record(meta, R.CONNECT_ERROR, f"{e}: {e.__cause__}"[:300], e2e_ms=e2e)
