@@ -126,8 +126,11 @@ class ScenarioStats:
         for m, h in data["h"].items():
             s.hist[m] = Histogram.from_wire(h)
         s.status_counts = dict(data["s"])
+        t = data["t"]
         (s.output_tokens, s.prompt_tokens, s.cached_tokens, s.requested_input, s.reported_input,
-         s.compared, s.backoff_waits, s.backoff_ms) = data["t"]
+         s.compared) = t[:6]
+        if len(t) >= 8:  # a worker of an older llmload sends no backoff
+            s.backoff_waits, s.backoff_ms = t[6:8]
         if data["w"][0] is not None:
             s.first_start, s.last_end = data["w"]
         return s
