@@ -128,6 +128,8 @@ class LLMLoadPlugin:
             })
         elif self.mode == "master":
             self.link = MasterLink(runner, self._ingest, self._run_info)
+        if getattr(runner, "worker_state", None) in ("spawning", "running"):
+            self._on_test_start(environment)  # a late worker's first spawn fires test_start before Locust's init
 
     def _run_info(self) -> dict[str, Any]:  # the master tells each worker how many share the load, its --csv
         assert isinstance(self.link, MasterLink)
