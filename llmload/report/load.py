@@ -33,7 +33,7 @@ class Loaded:
 
 
 def requests_path(prefix: str) -> str:
-    if prefix.endswith("_requests.csv"):
+    if prefix.endswith(".csv"):  # a file: PREFIX_requests.csv, a worker's PREFIX_requests.workerN.csv, ...
         return prefix
     return f"{prefix}_requests.csv"
 
