@@ -41,6 +41,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def count_rows(path: str) -> int:
+    if not os.path.exists(path):
+        return 0
+    with open(path, "rb") as f:
+        return max(0, sum(1 for _ in f) - 1)
+
+
 def rss_mb(proc: psutil.Process) -> float:
     try:
         return proc.memory_info().rss / 1e6
@@ -70,7 +77,8 @@ def main() -> int:
     port = free_port()
     # A port of its own: Locust's default (5557) would take in workers of any other run on this machine.
     cmd = [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfiles", "chat.py"), "--headless",
-           "--processes", "2", "--master-bind-port", str(port), "--master-port", str(port), "-u", str(a.users), "-r", str(a.users), "-t", f"{run_s}s", "--host", url,
+           "--processes", "2", "--master-bind-port", str(port), "--master-port", str(port),
+           "-u", str(a.users), "-r", str(a.users), "-t", f"{run_s}s", "--host", url,
            "--csv", prefix, "--input-tokens", "100-300", "--output-tokens", "64", "--ignore-eos",
            "--stop-timeout", "10"]
     log = open(os.path.join(out, "locust.log"), "w")  # noqa: SIM115
@@ -90,8 +98,7 @@ def main() -> int:
             time.sleep(min(SAMPLE_S, max(0.0, end_at - time.monotonic())))
             last = {name: rss_mb(p) for name, p in procs.items()}
             last["mock"] = rss_mb(mock_ps)
-            rows = max(0, sum(1 for _ in open(f"{prefix}_requests.csv")) - 1) if os.path.exists(
-                f"{prefix}_requests.csv") else 0
+            rows = count_rows(f"{prefix}_requests.csv")
             print(f"  {time.monotonic() - t0:6.0f} s: " + ", ".join(f"{k} {v:.1f}" for k, v in last.items())
                   + f"; {rows} rows", flush=True)
         rc = master.wait(timeout=120)
@@ -102,8 +109,7 @@ def main() -> int:
         stop_mock_process(mock)
         log.close()
     size = os.path.getsize(f"{prefix}_requests.csv")
-    with open(f"{prefix}_requests.csv", "rb") as f:
-        rows = max(0, sum(1 for _ in f) - 1)
+    rows = count_rows(f"{prefix}_requests.csv")
     print(f"\nlocust exit code {rc}; {rows} request rows, {size / 1e6:.1f} MB: {size / max(rows, 1):.0f} bytes per "
           "request row")
     print(f"{'process':<10}{'start MB':>10}{'end MB':>10}{'growth':>9}")

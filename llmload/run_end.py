@@ -74,7 +74,7 @@ def finish_run(plugin: LLMLoadPlugin, interval_s: float) -> None:
     lost = plugin.link.lost() if isinstance(plugin.link, MasterLink) else []
     if lost and plugin.env.process_exit_code is None:
         plugin.env.process_exit_code = 1  # rows the server saw are missing here: not a clean run
-    if table and plugin.option("headless"):
+    if table and (plugin.option("headless") or plugin.option("autostart")):  # unattended: say how it went
         try:
             hit_ratios = plugin.config.expected_hit_ratios()
         except ConfigError:

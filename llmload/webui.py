@@ -55,6 +55,14 @@ def tab_rows(plugin: LLMLoadPlugin) -> list[dict[str, Any]]:
     else:
         client = "–"
     out = []
+    total = latest[-1]  # Aggregated, or the only scenario
+    if total.get("errors_dominate"):  # first, and the client is not blamed for it
+        by_status = ", ".join(f"{k} {v}" for k, v in sorted(total.get("errors_by_status", {}).items()))
+        failed = total["errors"] / max(1, total["ok"] + total["errors"]) * 100
+        out.append({**{k: "" for k, _ in TABLE}, "scenario": "SERVER ERRORS", "errors": total["errors"],
+                    "errors_text": f"{failed:.0f} % of requests failed ({by_status}): the server, or the way to it",
+                    "client": "not judged"})
+        client = "not judged (errors dominate)"
     for r in latest:
         row = {k: _fmt(r.get(k)) for k, _ in TABLE}
         row["errors_text"] = ", ".join(f"{k} {v}" for k, v in sorted(r.get("errors_by_status", {}).items())) or "none"

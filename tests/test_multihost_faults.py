@@ -184,3 +184,26 @@ def test_master_killed_with_sigkill(tmp_path):
                              text=True, cwd=ROOT, timeout=120)
         assert rep.returncode == 0, rep.stderr
         assert json.loads((out / "report.json").read_text())["steps"][0]["requests"] > 0
+
+
+def test_ephemeral_port_exhaustion_is_reported_as_such(tmp_path):
+    """A client host with 4 local ports for 8 users: the other 4 cannot connect, and the run says why."""
+    with topology(["client", "mock"], tmp_path) as topo:
+        topo._sysctl(topo.ns("client"), "net.ipv4.ip_local_port_range=40000 40003")
+        mock_url = f"http://{topo.addr('mock')}:{MOCK_PORT}"
+        mock = topo.popen("mock", [PY, "-m", "llmload.cli", "mock", "--host", topo.addr("mock"), "--port",
+                                   str(MOCK_PORT), "--profile", "fixed", "--ttft-ms", "200", "--itl-ms", "50"],
+                          env=ENV, cwd=ROOT)
+        wait_for_text(mock.log_path, "listening on", 30, mock)
+        prefix = str(tmp_path / "ports")
+        client = topo.popen("client", [*LOCUST, "-f", CHAT, "--headless", "-u", "8", "-r", "8", "-t", "4s",
+                                       "--host", mock_url, "--csv", prefix, "--output-tokens", "20",
+                                       "--preflight", "off"], env=ENV, cwd=tmp_path)
+        client.wait(60)
+        text = read_log(client)
+        said = [line for line in text.splitlines() if "ephemeral ports exhausted" in line]
+        assert len(said) == 1 and "ip_local_port_range" in said[0], text[-3000:]
+        rows = rows_of(f"{prefix}_requests.csv")
+        refused = rows[rows["status"] == "connect_error"]
+        assert len(refused) and refused["error"].str.contains("ephemeral ports exhausted").all()
+        assert (rows["status"] == "ok").any()  # the users that had a port went on
