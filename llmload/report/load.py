@@ -94,9 +94,6 @@ def _read_one(path: str, warnings: list[str]) -> pd.DataFrame:
                          keep_default_na=False, na_values=[""], engine="c", on_bad_lines="skip")
     except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
         raise ReportError(f"{path}: cannot parse: {e}") from None
-    lines = raw.count(b"\n") - 1
-    if len(df) < lines and b'"' not in raw:  # quoted cells may hold line breaks: then lines are not rows
-        warnings.append(f"{path}: {lines - len(df)} line(s) with the wrong number of fields were skipped")
     for c in NUMERIC:
         if c in df.columns and not pd.api.types.is_numeric_dtype(df[c]):
             before = df[c].notna().sum()
