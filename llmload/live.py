@@ -18,6 +18,7 @@ Usage::
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from typing import Any
 
@@ -123,7 +124,11 @@ class LiveHistory:
     memory for the LLM tab and the dashboard, with which client processes limited the run."""
 
     def __init__(self) -> None:
-        self.rows: list[dict[str, Any]] = []
+        # Kept as (keys, values) tuples, the keys shared: a dict per sample cost ~2.5 kB, and a
+        # long run keeps up to HISTORY_KEEP of them (benchmarks/soak.py watches the growth).
+        self._rows: list[tuple[tuple[str, ...], tuple]] = []
+        self._times: list[float] = []
+        self._shapes: dict[tuple[str, ...], tuple[str, ...]] = {}
         self.limited_intervals: list[str] = []  # one text per interval in which a client was limited
         self.error_intervals: list[str] = []  # one text per interval in which errors dominated
 
@@ -153,13 +158,25 @@ class LiveHistory:
                 "client_limited": bool(limited),
             })
             out.append(r)
-        self.rows.extend(out)
-        del self.rows[:-HISTORY_KEEP]
+            keys = tuple(r)
+            self._rows.append((self._shapes.setdefault(keys, keys), tuple(r.values())))
+            self._times.append(r["time"])
+        del self._rows[:-HISTORY_KEEP]
+        del self._times[:-HISTORY_KEEP]
         return out
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """Every sample kept, oldest first (one dict per scenario and time)."""
+        return self.rows_since(float("-inf"))
+
+    def rows_since(self, t: float) -> list[dict[str, Any]]:
+        """The samples taken after ``t`` (Unix seconds)."""
+        return [dict(zip(k, v, strict=True)) for k, v in self._rows[bisect.bisect_right(self._times, t):]]
 
     def latest(self) -> list[dict[str, Any]]:
         """The rows of the newest sample."""
-        if not self.rows:
+        if not self._times:
             return []
-        t = self.rows[-1]["time"]
-        return [r for r in self.rows if r["time"] == t]
+        newest = self._times[-1]
+        return [dict(zip(k, v, strict=True)) for k, v in self._rows[bisect.bisect_left(self._times, newest):]]

@@ -110,7 +110,7 @@ def install(environment: Any, plugin: LLMLoadPlugin) -> None:
     @auth
     def history() -> Response:
         since = float(request.args.get("since", 0) or 0)
-        rows = [dict(r) for r in plugin.history.rows if r["time"] > since]
+        rows = plugin.history.rows_since(since)
         return Response(json.dumps({"rows": rows, "state": environment.runner.state if environment.runner else ""}),
                         mimetype="application/json")
 
