@@ -50,6 +50,7 @@ log = logging.getLogger("llmload")
 FINAL_MARGIN_S = 15.0
 MISSING_GRACE_S = 2.0
 MASTER_CHECK_S = 0.5
+COUNTS_EVERY_S = 0.5
 WORKER_REPORT_S = 3.0  # Locust's WORKER_REPORT_INTERVAL
 USERS_SAMPLE_S = 0.1
 PAYLOAD_KEY = "llmload"
@@ -174,6 +175,8 @@ class MasterLink:
         self.unreported: dict[str, set[str]] = {}  # worker → announced request ids without a row
         self.index: dict[str, int] = {}
         self._counts: dict[str, int] = {}
+        self._counts_t = 0.0
+        self._counts_pending: gevent.Greenlet | None = None
         runner.register_message("llmload_final", self._on_final)
         runner.register_message("llmload_users", self._on_users)
         runner.register_message("llmload_sent", self._on_sent)
@@ -213,7 +216,13 @@ class MasterLink:
             self.expected.add(msg.node_id)
             self.broadcast("llmload_processes", self._run_info())
         self._counts[msg.node_id] = n
-        self.broadcast("llmload_counts", {"t": t, "counts": dict(self._counts)})
+        self._counts_t = max(self._counts_t, t)
+        if self._counts_pending is None:  # at most one broadcast per COUNTS_EVERY_S: ramps change counts often
+            self._counts_pending = gevent.spawn_later(COUNTS_EVERY_S, self._send_counts)
+
+    def _send_counts(self) -> None:
+        self._counts_pending = None
+        self.broadcast("llmload_counts", {"t": self._counts_t, "counts": dict(self._counts)})
 
     def _on_final(self, environment: Any, msg: Any, **_kw: Any) -> None:
         self.expected.add(msg.node_id)
