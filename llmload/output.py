@@ -40,14 +40,14 @@ class RequestsCsv:
     def __init__(self, path: str) -> None:
         self.path = path
         self.rows_written = 0
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         try:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         except OSError as e:
             raise OutputError(f"{path}: cannot open for writing: {e.strerror}") from None
         self._size = os.fstat(self._fd).st_size
         if self._size == 0:
-            self._append(_csv_text([CSV_COLUMNS]))
+            self._append(_csv_text([CSV_COLUMNS]))  # a full disk: OutputError already here
 
     def write(self, rows: Iterable[Sequence[Any]]) -> None:
         if self._fd is None:

@@ -43,7 +43,7 @@ from llmload.live import LiveHistory, LiveWindow
 from llmload.options import add_arguments, option
 from llmload.output import HistoryCsv, OutputError, RequestsCsv
 from llmload.record import CANCELLED, CSV_COLUMNS, OK, RequestRecord
-from llmload.run_end import finish_run, output_failed, stop_before_quitting
+from llmload.run_end import finish_run, open_requests_csv, output_failed, stop_before_quitting
 from llmload.startup import checked_config
 from llmload.stats import LLMStats
 from llmload.transport import first_model
@@ -337,7 +337,7 @@ class LLMLoadPlugin:
         self.pending_rows = []
         prefix = self.option("csv_prefix")
         if prefix and self.writer is None and self.mode != "worker":
-            self.writer = RequestsCsv(f"{prefix}_requests.csv")
+            self.writer = open_requests_csv(self, f"{prefix}_requests.csv")
         self.live = LiveWindow()
         self.history = LiveHistory()
         self.stop_reason = ""

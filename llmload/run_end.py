@@ -12,7 +12,8 @@ file that cannot be written (a full disk), and a stop by signal.
 
 Usage (from :class:`llmload.plugin.LLMLoadPlugin`)::
 
-    finish_run(plugin); output_failed(plugin, error); stop_before_quitting(plugin)
+    finish_run(plugin, 2.0); output_failed(plugin, error); stop_before_quitting(plugin)
+    plugin.writer = open_requests_csv(plugin, "runs/chat_requests.csv")
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import gevent
 
 from llmload.config import ConfigError
 from llmload.distributed import MasterLink
-from llmload.output import OutputError, write_llm_stats
+from llmload.output import OutputError, RequestsCsv, write_llm_stats
 from llmload.summary import end_of_run_text
 
 if TYPE_CHECKING:
@@ -48,6 +49,15 @@ def output_failed(plugin: LLMLoadPlugin, error: Exception) -> None:
     if runner is not None and plugin.mode != "worker":
         opts = env.parsed_options
         gevent.spawn(runner.quit if opts is not None and opts.headless else runner.stop)
+
+
+def open_requests_csv(plugin: LLMLoadPlugin, path: str) -> RequestsCsv | None:
+    """The run's PREFIX_requests.csv; None (and the run stopped) when it cannot be made."""
+    try:
+        return RequestsCsv(path)
+    except OutputError as e:
+        output_failed(plugin, e)
+        return None
 
 
 def stop_before_quitting(plugin: LLMLoadPlugin) -> None:
