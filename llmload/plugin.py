@@ -271,10 +271,7 @@ class LLMLoadPlugin:
             try:
                 self.writer.write(rows)
             except OutputError as e:
-                self._output_failed(e)
-
-    def _output_failed(self, error: Exception) -> None:
-        output_failed(self, error)
+                output_failed(self, e)
 
     def _feed_itl(self, wire: dict[str, Any], now: float) -> None:
         for name, data in wire.items():
@@ -314,7 +311,7 @@ class LLMLoadPlugin:
                 self._history_csv.write(rows)
             except (OutputError, OSError) as e:
                 self._history_csv = None
-                self._output_failed(e)
+                output_failed(self, e)
         return rows
 
     def _sample_history_forever(self) -> None:
