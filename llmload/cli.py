@@ -51,7 +51,7 @@ def _report(args: argparse.Namespace) -> int:
             gpus_per_replica=args.gpus_per_replica, target_rps=args.target_rps,
             daily_requests=args.daily_requests, peak_factor=args.peak_factor, headroom=args.headroom,
             output_cost_weight=args.output_cost_weight)
-        report = build_report(args.prefix, opts)
+        report = build_report(args.prefix[0] if len(args.prefix) == 1 else args.prefix, opts)
         out = args.out or os.path.dirname(os.path.abspath(report.source))
         paths = write_report(report, out)
     except (ReportError, ValueError, OSError) as e:  # ScenarioError is a ValueError
@@ -110,7 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     mock.set_defaults(func=_mock)
 
     rep = sub.add_parser("report", help="turn a run's CSVs into a capacity plan (md, html, json)")
-    rep.add_argument("prefix", help="the --csv PREFIX of the run (reads PREFIX_requests.csv)")
+    rep.add_argument("prefix", nargs="+", help="the --csv PREFIX of the run (reads PREFIX_requests.csv), or "
+                     "several requests CSVs of one run (e.g. each worker's PREFIX_requests.workerN.csv)")
     rep.add_argument("--out", help="output directory (default: next to the CSVs)")
     rep.add_argument("--slo", action="append", default=[], metavar="[SCENARIO:]METRIC=VALUE",
                      help="e.g. ttft_p95_ms=2000, tpot_p95_ms=50, error_rate=0.01, rag:ttft_p95_ms=3000")

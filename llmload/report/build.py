@@ -64,7 +64,7 @@ def _section(name: str, df: pd.DataFrame, slos: list[SLO], opts: ReportOptions,
                    prefix_cache=prefix_cache_stats(df), requests=int(len(df)))
 
 
-def build_report(prefix: str, opts: ReportOptions | None = None) -> Report:
+def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> Report:
     """Load ``PREFIX_requests.csv`` and compute every section. Raises ReportError on bad input."""
     opts = opts or ReportOptions()
     opts.validate()
