@@ -221,10 +221,14 @@ def test_headers_reach_the_server_from_the_command_line_and_the_key_stays_out_of
     import json
 
     with open(log) as f:
-        entries = [json.loads(line) for line in f]
+        entries = [e for e in (json.loads(line) for line in f) if e["script"] != ""]  # the rest: /v1/models probes
     assert entries and all(e["headers"].get("api-key") == "sk-very-secret-key" for e in entries)
     assert all(e["headers"].get("x-gateway-token") == "gw-secret-1" and "authorization" not in e["headers"]
                for e in entries)
+    with open(log) as f:
+        probes = [e for e in (json.loads(line) for line in f) if e["script"] == ""
+                  and not e["headers"].get("user-agent", "").startswith("llmload-server-metrics")]
+    assert probes and all(e["headers"].get("api-key") == "sk-very-secret-key" for e in probes)  # the same auth
     written = "".join(p.read_text(errors="replace") for p in tmp_path.iterdir() if p.name.startswith("run"))
     for secret in ("sk-very-secret-key", "gw-secret-1"):
         assert secret not in written and secret not in res.stdout + res.stderr
