@@ -30,7 +30,7 @@ class ServedStream:
 
     __slots__ = ("engine", "sock", "raw", "req", "rid", "fmt", "fault", "seq", "outbox", "attention",
                  "done", "gone", "text", "arrival_mono", "arrival_unix", "first_mono", "last_mono",
-                 "sent", "finish_reason", "watcher", "outcome", "max_tokens_cap")
+                 "sent", "finish_reason", "watcher", "outcome", "max_tokens_cap", "token_monos")
 
     def __init__(self, engine: BatchingEngine | FixedEngine, sock: socket.socket, req: api.ParsedRequest, rid: str,
                  fault: Fault | None, arrival_mono: float, arrival_unix: float) -> None:
@@ -56,6 +56,7 @@ class ServedStream:
         self.watcher = None
         self.outcome = "completed"
         self.max_tokens_cap = 0
+        self.token_monos: list[float] | None = None  # --log-tokens: each token's send time
 
     # -- called by the driver, in order, for every emission -------------------------------------
     def on_emission(self, tokens: int, first: bool, finished: bool, generated: int) -> None:
@@ -90,7 +91,7 @@ class ServedStream:
                 end = True
             else:
                 data = b"".join(parts)
-                self._write(b"%x\r\n%b\r\n" % (len(data), data))
+                self._write(b"%x\r\n%b\r\n" % (len(data), data), tokens)
                 self.outcome = "fault:disconnect"
                 self._hang_up()
                 return
@@ -102,19 +103,21 @@ class ServedStream:
         frame = b"%x\r\n%b\r\n" % (len(data), data)
         if end:
             frame += b"0\r\n\r\n"
-        self._write(frame)
+        self._write(frame, tokens)
         if end:
             if not finished:
                 self.engine.abort(seq)
             self._finish()
 
-    def _write(self, frame: bytes) -> None:
+    def _write(self, frame: bytes, tokens: int) -> None:
         if self.gone:
             return
         now = perf_counter()
         if self.first_mono is None:
             self.first_mono = now
         self.last_mono = now
+        if self.token_monos is not None:
+            self.token_monos += [now] * tokens
         if self.outbox:
             self.outbox.append(frame)
             return

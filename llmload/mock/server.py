@@ -221,6 +221,8 @@ class MockServer:
             return True
         stream = ServedStream(self.engine, sock, req, rid, fault, arrival_mono, arrival_unix)
         stream.max_tokens_cap = cap
+        if self.config.log_tokens:
+            stream.token_monos = []
         if req.stream:
             sock.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
                          b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
@@ -283,4 +285,8 @@ class MockServer:
             "outcome": outcome,
             "fault": fault.spec if fault else None,
         }
+        if self.config.log_tokens:
+            # perf_counter (CLOCK_MONOTONIC) when each token's frame was handed to the socket; a
+            # streamed request's true gaps are the differences. None when no stream was served.
+            entry["token_mono"] = stream.token_monos if stream and stream.req.stream else None
         self._log.write(json.dumps(entry) + "\n")
