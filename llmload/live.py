@@ -122,6 +122,7 @@ class LiveHistory:
     def __init__(self) -> None:
         self.rows: list[dict[str, Any]] = []
         self.limited_intervals: list[str] = []  # one text per interval in which a client was limited
+        self.limited_causes: dict[str, int] = {}  # health.verdict's cause → intervals
 
     def sample(self, live: LiveWindow, now: float, lag_s: float, users: int, in_flight: dict[str, int],
                health: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -131,6 +132,9 @@ class LiveHistory:
         limited = [h for h in health if h.get("limited")]
         if limited:
             self.limited_intervals.append(", ".join(f"worker {h['worker']}: {describe(h)}" for h in limited))
+            for h in limited:
+                cause = h.get("cause") or "process"
+                self.limited_causes[cause] = self.limited_causes.get(cause, 0) + 1
         total_in_flight = sum(in_flight.values())
         out = []
         for r in rows:
@@ -142,6 +146,11 @@ class LiveHistory:
                 "client_cpu_max": max((h["cpu"] for h in health), default=None),
                 "client_lag_p99_ms_max": max((h["lag_p99_ms"] for h in health), default=None),
                 "client_limited": bool(limited),
+                "client_cause": ",".join(sorted({h.get("cause") or "process" for h in limited})),
+                "client_stall_max_ms": max((h.get("stall_max_ms", 0.0) for h in health), default=None),
+                "client_steal_pct_max": _max_of(health, "steal_pct"),
+                "client_others_cpu_max": _max_of(health, "others_cpu"),
+                "client_run_queue_max": _max_of(health, "run_queue"),
             })
             out.append(r)
         self.rows.extend(out)
@@ -154,3 +163,8 @@ class LiveHistory:
             return []
         t = self.rows[-1]["time"]
         return [r for r in self.rows if r["time"] == t]
+
+
+def _max_of(health: list[dict[str, Any]], key: str) -> float | None:
+    values = [h[key] for h in health if h.get(key) is not None]
+    return max(values) if values else None

@@ -53,6 +53,9 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                                            "e.g. 2,4,8")),
     ("--seed", dict(type=int, default=0, help="workload seed; each worker and user draws its own reproducible "
                                               "stream from it")),
+    ("--calibration", dict(default="", help="the JSON `llmload calibrate` wrote (default: ~/.cache/llmload/"
+                                            "calibration.json when it is this host's); the client-limited verdict "
+                                            "uses it")),
 )
 
 

@@ -34,6 +34,8 @@ from locust.env import Environment
 from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 
+from llmload.calibration import load_calibration
+from llmload.client_view import ClientView
 from llmload.config import ConfigError, RunConfig, UserSetup, build_config
 from llmload.distributed import WORKER_REPORT_S, MasterLink, WorkerLink
 from llmload.health import ClientHealth
@@ -108,9 +110,8 @@ class LLMLoadPlugin:
         self.live = LiveWindow()
         self.history = LiveHistory()
         self.stop_reason = ""  # set by a shape that stopped (or held) on an SLO
-        self._workers: dict[str, dict[str, Any]] = {}  # master: latest in-flight and health per worker
+        self.clients = ClientView()  # every load-generating process's health, the run's stalls
         self._history_csv: HistoryCsv | None = None
-        self._local_health: dict[str, Any] = {}
         self.link: MasterLink | WorkerLink | None = None
         ev = environment.events
         ev.test_start.add_listener(self._on_test_start)
@@ -220,12 +221,13 @@ class LLMLoadPlugin:
             if rec.tpot_ms is not None:
                 stats.get(name, "TPOT").log(rec.tpot_ms, 0)
         self.stats.add(rec, track_delta=True)
+        self.health.tokens += rec.completion_tokens or 0
         self.pending_rows.append(rec.row())
 
     def _take_payload(self) -> dict[str, Any]:
         rows, self.pending_rows = self.pending_rows, []
         return {"rows": rows, "stats": self.stats.take_delta(), "in_flight": dict(self.in_flight),
-                "health": self.health.take(), "index": self.worker_index}
+                "health": self.health.take(sum(self.in_flight.values())), "index": self.worker_index}
 
     def _ingest(self, client_id: str, payload: dict[str, Any]) -> None:
         """Master: one worker's report or final message."""
@@ -234,8 +236,7 @@ class LLMLoadPlugin:
         self._feed_itl(wire, time.time())
         self._write_rows(payload.get("rows") or [], from_worker=client_id)
         if "health" in payload:
-            self._workers[client_id] = {"in_flight": payload.get("in_flight", {}), "health": payload["health"],
-                                        "index": payload.get("index", 0)}
+            self.clients.add(client_id, payload["health"], payload.get("in_flight", {}), payload.get("index", 0))
 
     def _write_rows(self, rows: list, from_worker: str | None = None) -> None:
         if not rows:
@@ -263,19 +264,14 @@ class LLMLoadPlugin:
     def client_state(self) -> tuple[dict[str, int], list[dict[str, Any]]]:
         """(in-flight requests per scenario, health samples) over every load-generating process."""
         if self.mode != "master":
-            health = [{**self._local_health, "worker": 0}] if self._local_health else []
+            _, health = self.clients.state()
             return dict(self.in_flight), health
-        in_flight: dict[str, int] = {}
-        for s in self._workers.values():
-            for k, v in s.get("in_flight", {}).items():
-                in_flight[k] = in_flight.get(k, 0) + v
-        health = [{**s["health"], "worker": s.get("index", 0)} for s in self._workers.values() if s.get("health")]
-        return in_flight, health
+        return self.clients.state()
 
     def sample_history(self, now: float) -> list[dict[str, Any]]:
         """One history row per scenario (and Aggregated) over the live window, to memory and CSV."""
         if self.mode == "local":
-            self._local_health = self.health.take()
+            self.clients.add("local", self.health.take(sum(self.in_flight.values())), {}, 0)
         in_flight, health = self.client_state()
         users = self.env.runner.user_count if self.env.runner is not None else 0
         rows = self.history.sample(self.live, now, self.live_lag_s(), users, in_flight, health)
@@ -310,8 +306,9 @@ class LLMLoadPlugin:
         self.live = LiveWindow()
         self.history = LiveHistory()
         self.stop_reason = ""
-        self._workers = {}
+        self.clients = ClientView()
         if self.mode != "master":
+            self.health.calibration = load_calibration(self.option("calibration"))
             self.health.start()
         if self.mode != "worker":
             self._spawn(self._sample_history_forever)
@@ -363,7 +360,8 @@ class LLMLoadPlugin:
             self._history_csv = None
         if rows and self.option("headless"):
             hit_ratios = self._config.expected_hit_ratios() if self._config is not None else {}
-            notes = run_notes(self.history.limited_intervals, self.stop_reason, HISTORY_INTERVAL_S)
+            notes = run_notes(self.history.limited_intervals, self.stop_reason, HISTORY_INTERVAL_S,
+                              self.history.limited_causes, self.clients.stall_notes())
             print("\n" + format_summary(rows, hit_ratios) + "\n" + notes + "\n", flush=True)
             if self.writer is not None:
                 print(f"llmload: {self.writer.rows_written} request rows in {self.writer.path}", flush=True)

@@ -57,16 +57,31 @@ def format_summary(rows: list[dict[str, Any]], expected_hit_ratio: dict[str, flo
     return "\n".join(lines)
 
 
-def run_notes(limited_intervals: list[str], stop_reason: str, interval_s: float) -> str:
-    """Whether the load generator limited the run, and why a shape stopped it."""
+ADVICE = {
+    "process": "add worker processes (--processes) before trusting these numbers",
+    "calibrated": "it ran above what `llmload calibrate` measured one process can time exactly: add worker "
+                  "processes (--processes)",
+    "machine": "the machine was busy, not llmload (steal, run queue or other processes on its cores): free the "
+               "machine or move the load generator; more worker processes will not help",
+    "stalls": "the event loop stalled while neither llmload nor the machine was busy: see the stall causes below",
+}
+
+
+def run_notes(limited_intervals: list[str], stop_reason: str, interval_s: float,
+              causes: dict[str, int] | None = None, stall_notes: str = "") -> str:
+    """Whether the load generator limited the run and why (``causes``: intervals per
+    :func:`llmload.health.verdict` cause), its event-loop stalls, and why a shape stopped it."""
     notes = []
     if limited_intervals:
         n = len(limited_intervals)
+        ranked = sorted((causes or {"process": n}).items(), key=lambda kv: -kv[1])
+        advice = "; ".join(f"{ADVICE.get(c, c)} ({k} interval{'s' if k > 1 else ''})" for c, k in ranked)
         notes.append(f"CLIENT-LIMITED: the load generator, not the server, limited the run during {n} of the "
-                     f"{interval_s:g}-second intervals (last: {limited_intervals[-1]}); add worker "
-                     "processes (--processes) before trusting these numbers")
+                     f"{interval_s:g}-second intervals (last: {limited_intervals[-1]}). {advice}")
     else:
         notes.append("client: not limited (CPU and event-loop lag stayed under the thresholds)")
+    if stall_notes:
+        notes.append(stall_notes)
     if stop_reason:
         notes.append(stop_reason)
     return "\n".join(notes)
