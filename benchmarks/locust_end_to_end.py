@@ -153,6 +153,14 @@ def run_once(users: int, seconds: float, itl_ms: float, ttft_ms: float, input_to
     out["itl_max_off_2ms"] = float(np.mean(np.abs(itl_err) > 2.0)) if itl_err else None
     out["requests_ok"] = len(ttft_err)
     out["stalls"] = next((line.strip() for line in output if line.startswith("client: ")), "")
+    # The client's own history: stalls of each 2-s interval inside the steady state.
+    to_unix = time.time() - time.monotonic()
+    with open(f"{prefix}_llm_history.csv", newline="") as f:
+        hist = [h for h in csv.DictReader(f) if steady_from + 2 <= float(h["time"]) - to_unix <= steady_to + 1]
+    num = lambda h, k: float(h[k]) if h.get(k) not in (None, "") else 0.0  # noqa: E731
+    out["steady_stalls"] = {"intervals": len(hist), "stalls": int(sum(num(h, "client_stalls") for h in hist)),
+                            "max_ms": max((num(h, "client_stall_max_ms") for h in hist), default=0.0),
+                            "max_cpu_ms": max((num(h, "client_stall_cpu_max_ms") for h in hist), default=0.0)}
     out["limited"] = next((line.strip()[:300] for line in output if line.startswith("CLIENT-LIMITED")), "")
     return out
 
@@ -185,7 +193,10 @@ def main() -> None:
             print(f"  accuracy      {r['requests_ok']} ok requests: TTFT error p50 {r['ttft_err_ms'][0]:.3f} ms, "
                   f"p99 {r['ttft_err_ms'][1]:.3f} ms; itl_max error p50 {r['itl_max_err_ms'][0]:.3f} ms, "
                   f"p99 {r['itl_max_err_ms'][1]:.3f} ms, {r['itl_max_off_2ms'] * 100:.1f} % of requests off by > 2 ms")
-        print(f"  {r['stalls'] or 'client: (no stall line)'}")
+        st = r["steady_stalls"]
+        print(f"  steady-state loop stalls over 2 ms: {st['stalls']} in {st['intervals']} intervals of 2 s, longest "
+              f"{st['max_ms']:.1f} ms, at most {st['max_cpu_ms']:.1f} ms of it CPU")
+        print(f"  whole run: {r['stalls'] or 'client: (no stall line)'}")
         if r["limited"]:
             print(f"  {r['limited']}")
         sys.stdout.flush()

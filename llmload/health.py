@@ -143,7 +143,8 @@ class ClientHealth:
         sample: dict[str, Any] = {
             "cpu": round(cpu, 1), "lag_p90_ms": round(pct(0.90), 2), "lag_p99_ms": round(pct(0.99), 2),
             "lag_max_ms": round(lags[-1], 2) if lags else 0.0, "tps": round(tokens / wall, 1),
-            "streams": streams, "stall_max_ms": round(stalls.max_ms, 2), "stall_culprit": stalls.top_culprit(),
+            "streams": streams, "stalls_over_2ms": stalls.count, "stall_max_ms": round(stalls.max_ms, 2),
+            "stall_cpu_max_ms": round(stalls.max_cpu_ms, 2), "stall_culprit": stalls.top_culprit(),
             "stalls": stalls.to_wire(), **self.machine.take(cpu),
         }
         sample["limited"], sample["cause"], sample["advice"] = verdict(sample, self.calibration)

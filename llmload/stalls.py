@@ -11,7 +11,8 @@ thread used less than ``STALL_MS`` of CPU in the turn: another process had the c
 in the loop made a blocking call).
 
 Cost: two Python callbacks per loop turn and one per greenlet switch (switches happen per
-request, not per token, with the process's one reader), about 1.5 µs per turn.
+request, not per token, with the process's one reader): about 1.5 µs per turn and 0.6 µs per switch,
+under 2 % of the client's CPU at 1,024 streams.
 
 Usage::
 
@@ -48,77 +49,99 @@ def let_io_run() -> None:
 
 
 class StallStats:
-    """Loop turns by length, and stalls by culprit. Pure, mergeable."""
+    """Loop turns by length (wall and CPU), and stalls by culprit. Pure, mergeable.
 
-    __slots__ = ("turns", "buckets", "count", "total_ms", "max_ms", "culprits", "worst", "gc_passes", "gc_ms",
-                 "gc_max_ms")
+    A stall's wall time includes any time the OS gave the core to someone else; its CPU time is
+    what this process itself did in the turn. On a busy machine the two differ a lot."""
+
+    __slots__ = ("turns", "buckets", "cpu_buckets", "count", "own", "total_ms", "max_ms", "max_cpu_ms", "culprits",
+                 "worst", "gc_passes", "gc_ms", "gc_max_ms")
 
     def __init__(self) -> None:
         self.turns = 0
-        self.buckets = [0] * len(BOUNDS_MS)  # turns of at least BOUNDS_MS[i] (and below the next bound)
+        self.buckets = [0] * len(BOUNDS_MS)  # turns of at least BOUNDS_MS[i] (and below the next bound), wall
+        self.cpu_buckets = [0] * len(BOUNDS_MS)  # the same turns by the CPU they used
         self.count = 0  # stalls: turns longer than STALL_MS
+        self.own = 0  # stalls that used more than STALL_MS of CPU (this process's own doing)
         self.total_ms = 0.0
         self.max_ms = 0.0
-        self.culprits: dict[str, list[float]] = {}  # name → [stalls, total ms, max ms]
-        self.worst: list[tuple[float, str]] = []  # the longest stalls: (ms, culprit)
+        self.max_cpu_ms = 0.0
+        self.culprits: dict[str, list[float]] = {}  # name → [stalls, wall ms, max wall ms, CPU ms, max CPU ms]
+        self.worst: list[tuple[float, float, str]] = []  # the longest stalls: (wall ms, CPU ms, culprit)
         self.gc_passes = [0, 0, 0]  # the garbage collector's passes by generation, and their time
         self.gc_ms = 0.0
         self.gc_max_ms = 0.0
 
-    def add(self, ms: float, culprit: str) -> None:
-        i = len(BOUNDS_MS) - 1
-        while i >= 0 and ms < BOUNDS_MS[i]:
-            i -= 1
-        if i >= 0:
-            self.buckets[i] += 1
+    def add(self, ms: float, cpu_ms: float, culprit: str) -> None:
+        self.buckets[_bucket(ms)] += ms >= BOUNDS_MS[0]
+        self.cpu_buckets[_bucket(cpu_ms)] += cpu_ms >= BOUNDS_MS[0]
         if ms <= STALL_MS:
             return
         self.count += 1
+        self.own += cpu_ms > STALL_MS
         self.total_ms += ms
         self.max_ms = max(self.max_ms, ms)
-        c = self.culprits.setdefault(culprit, [0, 0.0, 0.0])
+        self.max_cpu_ms = max(self.max_cpu_ms, cpu_ms)
+        c = self.culprits.setdefault(culprit, [0, 0.0, 0.0, 0.0, 0.0])
         c[0] += 1
         c[1] += ms
         c[2] = max(c[2], ms)
-        self.worst.append((round(ms, 2), culprit))
+        c[3] += cpu_ms
+        c[4] = max(c[4], cpu_ms)
+        self.worst.append((round(ms, 2), round(cpu_ms, 2), culprit))
         self.worst.sort(reverse=True)
         del self.worst[KEEP_WORST:]
 
     def merge(self, other: StallStats) -> None:
         self.turns += other.turns
         self.buckets = [a + b for a, b in zip(self.buckets, other.buckets, strict=True)]
+        self.cpu_buckets = [a + b for a, b in zip(self.cpu_buckets, other.cpu_buckets, strict=True)]
         self.count += other.count
+        self.own += other.own
         self.total_ms += other.total_ms
         self.max_ms = max(self.max_ms, other.max_ms)
-        for name, (n, total, mx) in other.culprits.items():
-            c = self.culprits.setdefault(name, [0, 0.0, 0.0])
-            c[0] += n
-            c[1] += total
-            c[2] = max(c[2], mx)
+        self.max_cpu_ms = max(self.max_cpu_ms, other.max_cpu_ms)
+        for name, v in other.culprits.items():
+            c = self.culprits.setdefault(name, [0, 0.0, 0.0, 0.0, 0.0])
+            c[0] += v[0]
+            c[1] += v[1]
+            c[2] = max(c[2], v[2])
+            c[3] += v[3]
+            c[4] = max(c[4], v[4])
         self.worst = sorted(self.worst + other.worst, reverse=True)[:KEEP_WORST]
         self.gc_passes = [a + b for a, b in zip(self.gc_passes, other.gc_passes, strict=True)]
         self.gc_ms += other.gc_ms
         self.gc_max_ms = max(self.gc_max_ms, other.gc_max_ms)
 
     def top_culprit(self) -> str:
+        """The cause of the most stall time."""
         return max(self.culprits.items(), key=lambda kv: kv[1][1])[0] if self.culprits else ""
 
     def to_wire(self) -> dict[str, Any]:
-        return {"turns": self.turns, "buckets": self.buckets, "count": self.count, "total_ms": round(self.total_ms, 3),
-                "max_ms": round(self.max_ms, 3), "culprits": {k: [int(v[0]), round(v[1], 3), round(v[2], 3)]
-                                                              for k, v in self.culprits.items()},
-                "worst": [list(w) for w in self.worst], "gc": [*self.gc_passes, round(self.gc_ms, 3),
-                                                               round(self.gc_max_ms, 3)]}
+        return {"turns": self.turns, "buckets": self.buckets, "cpu_buckets": self.cpu_buckets, "count": self.count,
+                "own": self.own, "total_ms": round(self.total_ms, 3), "max_ms": round(self.max_ms, 3),
+                "max_cpu_ms": round(self.max_cpu_ms, 3),
+                "culprits": {k: [int(v[0]), *(round(x, 3) for x in v[1:])] for k, v in self.culprits.items()},
+                "worst": [list(w) for w in self.worst],
+                "gc": [*self.gc_passes, round(self.gc_ms, 3), round(self.gc_max_ms, 3)]}
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> StallStats:
         s = cls()
-        s.turns, s.buckets, s.count = int(data["turns"]), list(data["buckets"]), int(data["count"])
-        s.total_ms, s.max_ms = float(data["total_ms"]), float(data["max_ms"])
-        s.culprits = {k: [int(v[0]), float(v[1]), float(v[2])] for k, v in data["culprits"].items()}
-        s.worst = [(float(ms), str(name)) for ms, name in data["worst"]]
+        s.turns, s.count, s.own = int(data["turns"]), int(data["count"]), int(data["own"])
+        s.buckets, s.cpu_buckets = list(data["buckets"]), list(data["cpu_buckets"])
+        s.total_ms, s.max_ms, s.max_cpu_ms = float(data["total_ms"]), float(data["max_ms"]), float(data["max_cpu_ms"])
+        s.culprits = {k: [int(v[0]), *(float(x) for x in v[1:])] for k, v in data["culprits"].items()}
+        s.worst = [(float(ms), float(cpu), str(name)) for ms, cpu, name in data["worst"]]
         *s.gc_passes, s.gc_ms, s.gc_max_ms = data["gc"]
         return s
+
+
+def _bucket(ms: float) -> int:
+    i = len(BOUNDS_MS) - 1
+    while i > 0 and ms < BOUNDS_MS[i]:
+        i -= 1
+    return i
 
 
 def bucket_label(i: int) -> str:
@@ -126,17 +149,24 @@ def bucket_label(i: int) -> str:
     return f"{BOUNDS_MS[i]:g}-{hi:g} ms" if hi is not None else f">= {BOUNDS_MS[i]:g} ms"
 
 
+def _by_length(buckets: list[int]) -> str:
+    return ", ".join(f"{bucket_label(i)}: {n}" for i, n in enumerate(buckets) if n and BOUNDS_MS[i] >= STALL_MS) \
+        or "none"
+
+
 def describe_stalls(s: StallStats, top: int = 3) -> str:
-    """One line: how many stalls, the longest, what caused the most stall time, the collector's passes."""
+    """One line: how many stalls, how many were this process's own doing (CPU over the bar), the
+    longest, what caused the most stall time, the collector's passes."""
     gc_text = (f"garbage collector: {sum(s.gc_passes)} passes (gen 0/1/2: {'/'.join(map(str, s.gc_passes))}), "
-               f"{s.gc_ms:.0f} ms in all, max {s.gc_max_ms:.1f} ms")
+               f"{s.gc_ms:.0f} ms of CPU in all, max {s.gc_max_ms:.1f} ms")
     if not s.count:
         return f"no event-loop stall over {STALL_MS:g} ms in {s.turns} loop turns; {gc_text}"
-    by_len = ", ".join(f"{bucket_label(i)}: {n}" for i, n in enumerate(s.buckets) if n and BOUNDS_MS[i] >= STALL_MS)
     culprits = sorted(s.culprits.items(), key=lambda kv: -kv[1][1])[:top]
-    causes = "; ".join(f"{name} {int(n)}x, {total:.0f} ms, max {mx:.1f} ms" for name, (n, total, mx) in culprits)
-    return (f"{s.count} event-loop stalls over {STALL_MS:g} ms in {s.turns} loop turns, max {s.max_ms:.1f} ms "
-            f"({by_len}); by cause: {causes}; {gc_text}")
+    causes = "; ".join(f"{name} {int(v[0])}x, {v[1]:.0f} ms (CPU {v[3]:.0f} ms, max {v[4]:.1f} ms)"
+                       for name, v in culprits)
+    return (f"{s.count} event-loop stalls over {STALL_MS:g} ms in {s.turns} loop turns, longest {s.max_ms:.1f} ms "
+            f"(by length {_by_length(s.buckets)}); {s.own} used over {STALL_MS:g} ms of CPU, at most "
+            f"{s.max_cpu_ms:.1f} ms (by CPU {_by_length(s.cpu_buckets)}); by cause (wall, CPU): {causes}; {gc_text}")
 
 
 def greenlet_name(g: Any, run: Any, args: tuple) -> str:
@@ -221,7 +251,8 @@ class StallWatch:
         busy_ms = (now - self._turn_start) * 1000.0
         if busy_ms >= BOUNDS_MS[0]:
             hub_s = self._hub_ms + now - self._last_switch
-            stats.add(busy_ms, self._culprit(busy_ms, hub_s, (thread_time() - self._turn_cpu) * 1000.0))
+            cpu_ms = (thread_time() - self._turn_cpu) * 1000.0
+            stats.add(busy_ms, cpu_ms, self._culprit(busy_ms, hub_s, cpu_ms))
 
     def _on_switch(self, event: str, args: Any) -> None:
         if event in ("switch", "throw"):
@@ -241,9 +272,9 @@ class StallWatch:
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
-            self._gc_start = perf_counter()
+            self._gc_start = thread_time()
             return
-        took = perf_counter() - self._gc_start
+        took = thread_time() - self._gc_start
         self._gc_s += took
         self._gc_gen = gen = int(info.get("generation", 0))
         stats = self._stats
@@ -255,7 +286,7 @@ class StallWatch:
         if cpu_ms < STALL_MS:  # what ran would not have stalled the loop by itself
             return OFF_CPU
         gc_ms = self._gc_s * 1000.0
-        if gc_ms >= busy_ms * 0.5:
+        if gc_ms >= cpu_ms * 0.5:
             return f"gc gen {self._gc_gen}"
         by_name: dict[str, float] = {}
         for g, s in self._spans.items():
