@@ -33,13 +33,15 @@ from typing import Any
 
 from llmload import __version__, groundtruth
 from llmload.calibration import VERSION, default_path, save_calibration
-from llmload.locust_run import LocustRun, run_locust, write_locustfile
+from llmload.locust_run import LocustRun, process_cpu_s, run_locust, write_locustfile
 from llmload.mock.launch import start_mock_process, stop_mock_process
 from llmload.stalls import STALL_MS
 
 TTFT_ERROR_P99_MS = 1.0
 CLIMB = (32, 64, 128, 256, 512, 1024, 2048, 4096)
 MOCK_SHORT = 0.9  # the mock delivered less than this share of the modelled tokens: it, not the client, limits
+OTHERS_BUSY_PCT = 20.0  # other processes' CPU (% of a core; not the mock's, not Locust's) that makes a bad step
+# the machine's
 
 
 @dataclass
@@ -91,7 +93,8 @@ def measure_step(run: LocustRun, truth: dict[str, dict[str, Any]], s: CalibrateS
     with open(f"{run.prefix}_requests.csv", newline="") as f:
         errs = groundtruth.row_errors(csv.DictReader(f), truth, since + to_unix, until + to_unix)
     tps = groundtruth.tokens_between(groundtruth.token_times(truth), since, until) / span
-    history = _history(run.prefix, since + to_unix + 2.0, until + to_unix + 1.0)
+    # A worker's health reaches the master every 3 s: skip the first report that may reach back.
+    history = _history(run.prefix, since + to_unix + (5.0 if s.processes > 1 else 2.0), until + to_unix + 1.0)
     users = streams * s.processes
     step = {
         "streams": streams, "users": users, "seconds": round(span, 1), "tps": round(tps, 1),
@@ -105,9 +108,10 @@ def measure_step(run: LocustRun, truth: dict[str, dict[str, Any]], s: CalibrateS
         "itl_max_err_p99_ms": groundtruth.pct([abs(x) for x in errs["itl_max"]], 99),
         "itl_max_off_2ms_share": (sum(abs(x) > 2.0 for x in errs["itl_max"]) / len(errs["itl_max"])
                                   if errs["itl_max"] else None),
-        "lag_p99_ms": _max(history, "client_lag_p99_ms_max"),
-        "stalls": int(sum(float(h.get("client_stalls") or 0) for h in history)),
-        "stall_cpu_max_ms": _max(history, "client_stall_cpu_max_ms"),
+        "lag_p99_ms": _max(history, "client_lag_p99_ms_max") if history else None,
+        "stalls": int(sum(float(h.get("client_stalls") or 0) for h in history)) if history else None,
+        "stall_cpu_max_ms": _max(history, "client_stall_cpu_max_ms") if history else None,
+        "others_cpu_pct": run.others_cpu_pct(since, until),
         "load_average": round(run.load_end[0], 2),
     }
     step["ok"], step["why"] = judge(step)
@@ -115,17 +119,25 @@ def measure_step(run: LocustRun, truth: dict[str, dict[str, Any]], s: CalibrateS
 
 
 def judge(step: dict[str, Any]) -> tuple[bool, str]:
-    """Is the client's timing still exact at this step? (False, reason) when not; a mock that
-    could not deliver the modelled tokens makes the step say nothing about the client."""
+    """Is the client's timing still exact at this step? (False, reason) when not. A mock that could
+    not deliver the modelled tokens, or other processes on the client's cores, make a bad step say
+    nothing about the client: after a preemption the loop catches up in one long turn, and a
+    request sent late shows as TTFT error."""
     if step["requests"] == 0:
         return False, "no request finished in the steady state"
+    if step["stall_cpu_max_ms"] is None:
+        return False, "no client health report inside the steady state: use a longer --step-seconds"
     if step["tps"] < MOCK_SHORT * step["expected_tps"] and step["mock_cpu_pct"] >= 85.0:
         return False, f"mock-limited (mock CPU {step['mock_cpu_pct']:.0f} %)"
+    bad = ""
     if step["ttft_err_p99_ms"] > TTFT_ERROR_P99_MS:
-        return False, f"TTFT error p99 {step['ttft_err_p99_ms']:.2f} ms > {TTFT_ERROR_P99_MS:g} ms"
-    if step["stall_cpu_max_ms"] > STALL_MS:
-        return False, f"an event-loop stall used {step['stall_cpu_max_ms']:.1f} ms of CPU"
-    return True, ""
+        bad = f"TTFT error p99 {step['ttft_err_p99_ms']:.2f} ms > {TTFT_ERROR_P99_MS:g} ms"
+    elif step["stall_cpu_max_ms"] > STALL_MS:
+        bad = f"an event-loop stall used {step['stall_cpu_max_ms']:.1f} ms of CPU"
+    if bad and (step.get("others_cpu_pct") or 0.0) >= OTHERS_BUSY_PCT:
+        return False, (f"machine busy: other processes used {step['others_cpu_pct']:.0f} % of a core meanwhile "
+                       f"({bad})")
+    return not bad, bad
 
 
 def run_step(url: str, log_path: str, mock_pid: int, streams: int, s: CalibrateSettings, workdir: str,
@@ -134,22 +146,16 @@ def run_step(url: str, log_path: str, mock_pid: int, streams: int, s: CalibrateS
         pass  # this step's requests only
     request_s = (s.ttft_ms + (s.output_tokens - 1) * s.itl_ms) / 1000.0
     locustfile = write_locustfile(os.path.join(workdir, "calibrate_locustfile.py"), s.input_tokens, s.output_tokens)
-    mock0 = _proc_cpu_s(mock_pid)
+    mock0 = process_cpu_s(mock_pid) or 0.0
     t0 = time.monotonic()
     # The verdict of these runs must not lean on an older calibration.
-    run = run_locust(locustfile, url, streams * s.processes, math.ceil(request_s + 3.0 + s.step_seconds),
+    run = run_locust(locustfile, url, streams * s.processes, math.ceil(2 * request_s + 3.0 + s.step_seconds),
                      s.processes, workdir, cpus, env={"LLMLOAD_CALIBRATION": os.path.join(workdir, "none.json")},
-                     name=f"step{streams}")
-    mock_cpu = (_proc_cpu_s(mock_pid) - mock0) / max(time.monotonic() - t0, 1e-6) * 100.0
+                     name=f"step{streams}", spawn_s=request_s, also=(mock_pid,))
+    mock_cpu = ((process_cpu_s(mock_pid) or mock0) - mock0) / max(time.monotonic() - t0, 1e-6) * 100.0
     if run.returncode != 0:
         raise RuntimeError(f"locust exited with {run.returncode}: {''.join(run.output)[-2000:]}")
     return measure_step(run, groundtruth.read_truth(log_path), s, streams, mock_cpu)
-
-
-def _proc_cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _plan(streams: tuple[int, ...], max_streams: int) -> list[int]:
@@ -170,26 +176,26 @@ def calibrate(s: CalibrateSettings, say: Callable[[str], None] = print) -> dict[
         log_path = os.path.join(workdir, "mock.jsonl")
         mock, url = start_mock_process(["--profile", "fixed", "--ttft-ms", str(s.ttft_ms), "--itl-ms", str(s.itl_ms),
                                         "--log", log_path, "--log-tokens"], cpu=mock_cpu)
-        try:
-            plan = _plan(s.streams, s.max_streams)
-            good: dict[str, Any] | None = None
-            def step_at(streams: int) -> dict[str, Any]:
-                step = run_step(url, log_path, mock.pid, streams, s, workdir, client_cpus)
-                if not step["ok"] and not step["why"].startswith("mock"):  # once more: one preemption is no limit
-                    say(format_step(step) + " (once more)")
-                    step = run_step(url, log_path, mock.pid, streams, s, workdir, client_cpus)
-                    step["retried"] = True
-                steps.append(step)
-                say(format_step(step))
-                return step
 
-            for streams in plan:
+        def step_at(streams: int) -> dict[str, Any]:
+            step = run_step(url, log_path, mock.pid, streams, s, workdir, client_cpus)
+            if not step["ok"] and not step["why"].startswith("mock"):  # once more: one preemption is no limit
+                say(format_step(step) + " (once more)")
+                step = run_step(url, log_path, mock.pid, streams, s, workdir, client_cpus)
+                step["retried"] = True
+            steps.append(step)
+            say(format_step(step))
+            return step
+
+        try:
+            good: dict[str, Any] | None = None
+            for streams in _plan(s.streams, s.max_streams):
                 step = step_at(streams)
                 if step["ok"]:
                     good = step
                     continue
                 mid = (good["streams"] + streams) // 2 if good is not None else streams // 2
-                if not step["why"].startswith("mock") and mid not in {x["streams"] for x in steps} and mid > 0 \
+                if _clients_fault(step) and mid not in {x["streams"] for x in steps} and mid > 0 \
                         and (good is None or mid > good["streams"]):
                     step_at(mid)
                 break
@@ -204,12 +210,17 @@ def calibrate(s: CalibrateSettings, say: Callable[[str], None] = print) -> dict[
     return result
 
 
+def _clients_fault(step: dict[str, Any]) -> bool:
+    return not step["ok"] and not step["why"].startswith(("mock", "machine"))
+
+
 def build_result(s: CalibrateSettings, steps: list[dict[str, Any]], cores: list[int]) -> dict[str, Any]:
     good = [x for x in steps if x["ok"]]
     best = max(good, key=lambda x: x["tps_per_process"]) if good else None
     failed = [x for x in steps if not x["ok"]]
-    client_failed = [x for x in failed if not x["why"].startswith("mock")]
-    limited_by = ("client" if client_failed else "mock" if failed else "highest step")
+    client_failed = [x for x in failed if _clients_fault(x)]
+    limited_by = ("client" if client_failed else "mock" if failed and failed[-1]["why"].startswith("mock")
+                  else "machine" if failed else "highest step")
     per = {"max_tps": best["tps_per_process"] if best else 0.0, "max_streams": best["streams"] if best else 0,
            "limit_found": bool(client_failed), "limited_by": limited_by,
            "why": (client_failed or failed or [{"why": ""}])[0]["why"]}
@@ -231,7 +242,8 @@ def format_step(x: dict[str, Any]) -> str:
 
     return (f"{x['streams']:>8}{x['tps_per_process']:>9,.0f}{x['cpu_pct']:>7.0f}{x['mock_cpu_pct']:>7.0f}"
             f"{f(x['ttft_err_p50_ms'], 3):>13}{f(x['ttft_err_p99_ms']):>8}{f(x['itl_max_err_p99_ms']):>16}"
-            f"{f(x['lag_p99_ms'], 1):>9}{x['stalls']:>7}{f(x['stall_cpu_max_ms'], 1):>8}  "
+            f"{f(x['lag_p99_ms'], 1):>9}{'-' if x['stalls'] is None else x['stalls']:>7}"
+            f"{f(x['stall_cpu_max_ms'], 1):>8}  "
             + ("ok" if x["ok"] else x["why"]))
 
 
@@ -239,10 +251,12 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
     per = r["per_process"]
     crit = f"TTFT error p99 <= {TTFT_ERROR_P99_MS:g} ms and no stall over {STALL_MS:g} ms of CPU"
     if per["max_streams"] == 0:
-        lines = [f"no step met {crit} ({per['why']}); on a busy machine, free it and run again"]
+        lines = [f"no step met {crit} ({per['why']}); free the machine and run again"]
     else:
-        bound = "" if per["limit_found"] else (" (a lower bound: the mock could not go faster)"
-                                               if per["limited_by"] == "mock" else " (a lower bound: the highest step)")
+        bound = "" if per["limit_found"] else {
+            "mock": " (a lower bound: the mock could not go faster)",
+            "machine": " (a lower bound: other processes kept the client's cores busy; free the machine and "
+                       "run again)"}.get(per["limited_by"], " (a lower bound: the highest step)")
         lines = [f"per process: {per['max_tps']:,.0f} tok/s at {per['max_streams']} streams with {crit}{bound}"]
         if per["limit_found"]:
             lines.append(f"above that: {per['why']}")

@@ -31,7 +31,7 @@ GAMMA = 1.02
 MIN_VALUE = 0.001
 _INV_LOG_GAMMA = 1.0 / math.log(GAMMA)
 _LOG = math.log
-PENDING_MAX = 8192  # values queued by record_many before their buckets are counted (< 1 ms of numpy)
+PENDING_MAX = 2048  # values queued by record_many before their buckets are counted (~0.3 ms of numpy)
 
 
 class Histogram:

@@ -38,13 +38,24 @@ def write_locustfile(path: str, input_tokens: str | int, output_tokens: str | in
     return path
 
 
-def _cpu_s(pid: int) -> float | None:
+def process_cpu_s(pid: int) -> float | None:
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_s() -> float | None:
+    """CPU-seconds every core of the machine spent busy since boot (/proc/stat), steal left out."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:8]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq = fields
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def _children(pid: int) -> list[int]:
@@ -67,6 +78,7 @@ class LocustRun:
     t_launch: float
     marks: dict[str, float]  # monotonic time of "spawned" (all users) and "stop" (run time over)
     samples: list[tuple[float, float]]  # (monotonic time, CPU-seconds of the load-generating processes)
+    others: list[tuple[float, float]]  # (monotonic time, CPU-seconds the rest of the machine used)
     whole_cpu_s: float  # every process of the run, start-up and stop included
     prefix: str
     load_start: tuple[float, float, float] = (0.0, 0.0, 0.0)
@@ -77,16 +89,30 @@ class LocustRun:
         """CPU-seconds of the load generators at monotonic time t (linear between samples)."""
         return float(np.interp(t, [s[0] for s in self.samples], [s[1] for s in self.samples]))
 
+    def others_cpu_pct(self, a: float, b: float) -> float | None:
+        """Mean CPU of every process but this run's (and ``also``'s) over [a, b], in % of one core."""
+        if len(self.others) < 2 or b <= a:
+            return None
+        times, cpu = [s[0] for s in self.others], [s[1] for s in self.others]
+        return max(0.0, float(np.interp(b, times, cpu) - np.interp(a, times, cpu)) / (b - a) * 100.0)
+
     def line(self, start: str) -> str:
         return next((x.strip() for x in self.output if x.startswith(start)), "")
 
 
 def run_locust(locustfile: str, url: str, users: int, seconds: float, processes: int, workdir: str,
                cpus: set[int] | None = None, extra_args: list[str] | None = None,
-               env: dict[str, str] | None = None, name: str = "run") -> LocustRun:
-    """One headless run of ``users`` users (all started within a second) for ``seconds``."""
+               env: dict[str, str] | None = None, name: str = "run", spawn_s: float = 1.0,
+               also: tuple[int, ...] = ()) -> LocustRun:
+    """One headless run of ``users`` users, started over ``spawn_s`` seconds, for ``seconds``.
+
+    Spread the start over one request's duration for a steady state like a real server's:
+    users started together against the fixed-profile mock stay in step, and their requests
+    all end in the same few milliseconds. ``also``: processes of ours besides Locust's (the mock),
+    left out of the machine's other CPU use."""
     prefix = os.path.join(workdir, name)
-    cmd = [sys.executable, "-m", "locust", "-f", locustfile, "--headless", "-u", str(users), "-r", str(users),
+    rate = f"{max(users / max(spawn_s, 1e-3), 1.0):.3f}"
+    cmd = [sys.executable, "-m", "locust", "-f", locustfile, "--headless", "-u", str(users), "-r", rate,
            "-t", f"{seconds:g}s", "--host", url, "--csv", prefix, "--stop-timeout", "10", *(extra_args or [])]
     if processes > 1:
         cmd += ["--processes", str(processes)]
@@ -114,6 +140,8 @@ def run_locust(locustfile: str, url: str, users: int, seconds: float, processes:
     reader = threading.Thread(target=read_output, daemon=True)
     reader.start()
     samples = [(t_launch, 0.0)]
+    others: list[tuple[float, float]] = []
+    others0: float | None = None
     workers: list[int] = []
     deadline = t_launch + seconds + 120
     rusage = None
@@ -126,9 +154,15 @@ def run_locust(locustfile: str, url: str, users: int, seconds: float, processes:
         if processes > 1 and len(workers) < processes:
             workers = _children(proc.pid)
         pids = workers if processes > 1 else [proc.pid]
-        cpu = [c for c in map(_cpu_s, pids) if c is not None]
+        now = time.monotonic()
+        cpu = [c for c in map(process_cpu_s, pids) if c is not None]
         if cpu:
-            samples.append((time.monotonic(), max(sum(cpu), samples[-1][1])))
+            samples.append((now, max(sum(cpu), samples[-1][1])))
+        ours = sum(c for c in map(process_cpu_s, {proc.pid, *workers, *also}) if c is not None)
+        busy = machine_busy_s()
+        if busy is not None:
+            others0 = busy - ours if others0 is None else others0
+            others.append((now, max(busy - ours - others0, others[-1][1] if others else 0.0)))
         time.sleep(0.25)
     else:
         proc.kill()
@@ -136,4 +170,5 @@ def run_locust(locustfile: str, url: str, users: int, seconds: float, processes:
         raise RuntimeError(f"locust did not finish within {seconds + 120:g} s")
     reader.join(5)
     whole = rusage.ru_utime + rusage.ru_stime if rusage is not None else float("nan")
-    return LocustRun(proc.returncode, output, t_launch, marks, samples, whole, prefix, load_start, os.getloadavg())
+    return LocustRun(proc.returncode, output, t_launch, marks, samples, others, whole, prefix, load_start,
+                     os.getloadavg())

@@ -222,3 +222,22 @@ def test_gc_policy_freezes_what_start_up_built():
     assert gc.get_freeze_count() >= before + len(long_lived)
     gc.unfreeze()
     gc.set_threshold(700, 10, 10)
+
+
+def test_client_view_sums_every_process_and_counts_each_sample_once():
+    from llmload.client_view import ClientView
+
+    def health(ms: float) -> dict:
+        s = StallStats()
+        s.turns = 100
+        s.add(ms, ms, "user ChatUser")
+        return {**sample(), "stalls": s.to_wire()}
+
+    view = ClientView()
+    view.add("w1", health(3.0), {"chat": 4}, 0)
+    view.add("w2", health(5.0), {"chat": 2, "rag": 1}, 1)
+    view.add("w1", health(4.0), {"chat": 3}, 0)  # w1's next interval replaces its state, adds its stalls
+    in_flight, states = view.state()
+    assert in_flight == {"chat": 5, "rag": 1} and sorted(h["worker"] for h in states) == [0, 1]
+    assert view.stalls.count == 3 and view.stalls.turns == 300 and view.stalls.max_ms == 5.0
+    assert view.stall_notes().startswith("client: 3 event-loop stalls over 2 ms in 300 loop turns")
