@@ -109,7 +109,8 @@ class ServedStream:
                 self.engine.abort(seq)
             self._finish()
 
-    def _write(self, frame: bytes, tokens: int) -> None:
+    def _write(self, frame: bytes, tokens: int = 0) -> None:
+        """Send a frame carrying ``tokens`` output tokens (their send time goes to ``token_monos``)."""
         if self.gone:
             return
         now = perf_counter()
