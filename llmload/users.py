@@ -34,6 +34,7 @@ from llmload.config import UserSetup
 from llmload.plugin import get_plugin
 from llmload.protocol import ENDPOINTS
 from llmload.record import RequestMeta, RequestRecord
+from llmload.stalls import yield_if_turn_is_long
 from llmload.task_loops import replay_one, run_agent_task
 from llmload.transport import Transport, make_transport
 from llmload.workload.agent import AgentWorkload
@@ -225,6 +226,7 @@ class LLMUser(User):
         """Stream one request and record it (also when the test cuts it off). ``body``: the
         request already encoded (a trace entry is encoded before its due time)."""
         assert self.transport is not None
+        yield_if_turn_is_long()
         runner = self.environment.runner
         meta = RequestMeta(
             request_id=self.plugin.next_request_id(),
@@ -249,6 +251,7 @@ class LLMUser(User):
             rec = self.transport.stream(body, meta, want_text=request.want_text, on_cancel=self.plugin.record)
         finally:
             in_flight[request.scenario] -= 1
+        yield_if_turn_is_long()  # streams that end together are recorded over several turns
         wait_s = self._backoff.after(rec.status, rec.http_status, rec.retry_after, time.time()) \
             if self._backoff is not None else 0.0
         if wait_s > 0:

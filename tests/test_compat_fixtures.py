@@ -59,7 +59,8 @@ class Replay:
         deadline = time.monotonic() + timeout
         while True:
             if self.log_path.exists():
-                for line in self.log_path.read_text().splitlines():
+                # The last line may be half written: only whole lines are read.
+                for line in self.log_path.read_text().split("\n")[:-1]:
                     e = json.loads(line)
                     if e["request_id"] == request_id:
                         return e

@@ -15,15 +15,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import ROOT, free_port
+from tests.conftest import ROOT, free_port, raise_priority
 
 LOCUST = [sys.executable, "-m", "locust"]
 CHAT = os.path.join(ROOT, "locustfiles", "chat.py")
 
 
-def run_locust(args: list[str], cwd, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_locust(args: list[str], cwd, timeout: float = 120, boosted: bool = False) -> subprocess.CompletedProcess:
+    """A real Locust process (``boosted``: at a higher priority, see :func:`tests.conftest.raise_priority`)."""
     env = {**os.environ, "PYTHONPATH": ROOT}
-    return subprocess.run([*LOCUST, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([*LOCUST, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=raise_priority if boosted else None)
 
 
 def load_rows(prefix) -> pd.DataFrame:

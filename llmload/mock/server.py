@@ -21,7 +21,6 @@ import random
 import socket
 import time
 from time import perf_counter
-from typing import IO
 
 import gevent
 import gevent.event
@@ -36,6 +35,7 @@ from llmload.mock.http_request import RequestError, parse_request
 from llmload.mock.metrics_state import EngineStats, LatencyHistogram
 from llmload.mock.options import MockConfig
 from llmload.mock.prometheus import render_metrics
+from llmload.mock.request_log import RequestLog
 from llmload.mock.responses_api import full_response as full_responses_response
 from llmload.mock.responses_api import parse_responses_body
 from llmload.mock.served_stream import ServedStream
@@ -75,7 +75,7 @@ class MockServer:
         self._wake = gevent.event.Event()
         self._server = StreamServer((host, port), self._handle, backlog=4096)
         self._driver: gevent.Greenlet | None = None
-        self._log: IO[str] | None = None
+        self._log: RequestLog | None = None
         self._ids = 0
         self.requests_total = 0
         self.requests_by_outcome: dict[str, int] = {}
@@ -89,7 +89,8 @@ class MockServer:
 
     def start(self) -> tuple[str, int]:
         if self.config.log_path:
-            self._log = open(self.config.log_path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+            self._log = RequestLog(self.config.log_path)
+            self._log.start()
         self._server.start()
         self._driver = gevent.spawn(self._drive)
         return self.address
@@ -312,4 +313,4 @@ class MockServer:
             # perf_counter (CLOCK_MONOTONIC) when each token's frame was handed to the socket; a
             # streamed request's true gaps are the differences. None when no stream was served.
             entry["token_mono"] = stream.token_monos if stream and stream.req.stream else None
-        self._log.write(json.dumps(entry) + "\n")
+        self._log.add(entry)
