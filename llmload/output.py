@@ -1,4 +1,10 @@
-"""The files a run writes: PREFIX_requests.csv (appended as rows arrive) and PREFIX_llm_stats.csv."""
+"""The files a run writes: PREFIX_requests.csv (appended as rows arrive) and PREFIX_llm_stats.csv.
+
+A process starts each file afresh the first time it opens it (``fresh=True``), as Locust does
+with its own CSVs: a second run with the same ``--csv`` prefix never appends to the first one's
+rows. Later tests of the same process (the web UI's start, stop, start) append; their rows
+carry their own ``run_id``.
+"""
 
 from __future__ import annotations
 
@@ -10,18 +16,24 @@ from typing import IO, Any
 from llmload.record import CSV_COLUMNS
 
 
+def _open(path: str, fresh: bool) -> tuple[IO[str], bool]:
+    """(the file opened for writing rows, whether it needs a header)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    new = fresh or not os.path.exists(path) or os.path.getsize(path) == 0
+    return open(path, "w" if fresh else "a", newline="", encoding="utf-8"), new  # noqa: SIM115
+
+
 class RequestsCsv:
-    """Appends request rows; the header is written once, when the file is new or empty.
+    """Writes request rows; the header is written once, when the file is new, empty or fresh.
 
     Rows are flushed on every ``write`` call (one per batch from a worker report or a local
     flush interval), so a run killed mid-way keeps everything written so far.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, fresh: bool = True) -> None:
         self.path = path
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        new = not os.path.exists(path) or os.path.getsize(path) == 0
-        self._file: IO[str] | None = open(path, "a", newline="", encoding="utf-8")  # noqa: SIM115
+        self._file: IO[str] | None
+        self._file, new = _open(path, fresh)
         self._csv = csv.writer(self._file)
         self.rows_written = 0
         if new:
@@ -68,10 +80,10 @@ HISTORY_COLUMNS = (
 class HistoryCsv:
     """PREFIX_llm_history.csv: one row per scenario per interval over the live window."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, fresh: bool = True) -> None:
         self.path = path
-        new = not os.path.exists(path) or os.path.getsize(path) == 0
-        self._file: IO[str] | None = open(path, "a", newline="", encoding="utf-8")  # noqa: SIM115
+        self._file: IO[str] | None
+        self._file, new = _open(path, fresh)
         self._csv = csv.writer(self._file)
         if new:
             self._csv.writerow(HISTORY_COLUMNS)

@@ -39,7 +39,8 @@ from llmload.distributed import WORKER_REPORT_S, MasterLink, WorkerLink
 from llmload.health import ClientHealth
 from llmload.histogram import Histogram
 from llmload.live import LiveHistory, LiveWindow
-from llmload.options import add_arguments, option
+from llmload.manifest import RunManifest, new_run_id, start_manifest
+from llmload.options import add_arguments, api_key_from_env, option
 from llmload.output import HistoryCsv, RequestsCsv, write_llm_stats
 from llmload.record import CANCELLED, CSV_COLUMNS, OK, RequestRecord
 from llmload.stats import LLMStats
@@ -52,6 +53,7 @@ log = logging.getLogger("llmload")
 HISTORY_INTERVAL_S = 2.0
 LOCAL_FLUSH_S = 1.0
 _USERS_COL = CSV_COLUMNS.index("users")
+_RUN_ID_COL = CSV_COLUMNS.index("run_id")
 _IMPORT_PID = os.getpid()  # Locust forks --processes after importing the locustfile
 
 events.init_command_line_parser.add_listener(add_arguments)
@@ -94,6 +96,9 @@ class LLMLoadPlugin:
         self.pending_rows: list[tuple] = []
         self.writer: RequestsCsv | None = None
         self.rows_total = 0
+        self.run_id = ""  # this run's id, on every row the process writes (PREFIX_run.json)
+        self.manifest: RunManifest | None = None
+        self.row_listeners: list[Any] = []  # called with each batch of rows written (the search shape)
         self._model: str | None = None
         self._model_lock = gevent.lock.Semaphore()
         self._request_prefix = ""
@@ -243,11 +248,16 @@ class LLMLoadPlugin:
         if from_worker is not None and isinstance(self.link, MasterLink):
             col, users = _USERS_COL, self.link.users
             rows = [(*row[:col], users.total_at(row[1], from_worker, row[col]), *row[col + 1:]) for row in rows]
+        if self.run_id:
+            col, run_id = _RUN_ID_COL, self.run_id
+            rows = [(*row[:col], run_id, *row[col + 1:]) for row in rows]
         self.rows_total += len(rows)
         for row in rows:
             self.live.add_row(row)
         if self.writer is not None:
             self.writer.write(rows)
+        for listener in self.row_listeners:
+            listener(rows)
 
     def _feed_itl(self, wire: dict[str, Any], now: float) -> None:
         for name, data in wire.items():
@@ -282,7 +292,7 @@ class LLMLoadPlugin:
         prefix = self.option("csv_prefix")
         if prefix and rows:
             if self._history_csv is None:
-                self._history_csv = HistoryCsv(f"{prefix}_llm_history.csv")
+                self._history_csv = HistoryCsv(f"{prefix}_llm_history.csv")  # fresh; open until quitting
             self._history_csv.write(rows)
         return rows
 
@@ -305,8 +315,13 @@ class LLMLoadPlugin:
         self.stats.clear()
         self.pending_rows = []
         prefix = self.option("csv_prefix")
-        if prefix and self.writer is None and self.mode != "worker":
-            self.writer = RequestsCsv(f"{prefix}_requests.csv")
+        if self.mode != "worker":
+            self.run_id = new_run_id(time.time())
+            if prefix and self.writer is None:  # a new process's first run: fresh files
+                self.writer = RequestsCsv(f"{prefix}_requests.csv")
+            if prefix:
+                self.manifest = start_manifest(environment, self.config, self.run_id, prefix,
+                                               int(getattr(environment.runner, "worker_count", 1)), api_key_from_env())
         self.live = LiveWindow()
         self.history = LiveHistory()
         self.stop_reason = ""
@@ -358,9 +373,9 @@ class LLMLoadPlugin:
         self.health.stop()
         if self.mode == "local":
             self.sample_history(time.time())
-        if self._history_csv is not None:
-            self._history_csv.close()
-            self._history_csv = None
+        if self.manifest is not None:
+            self.manifest.finish(time.time())
+            self.manifest = None
         if rows and self.option("headless"):
             hit_ratios = self._config.expected_hit_ratios() if self._config is not None else {}
             notes = run_notes(self.history.limited_intervals, self.stop_reason, HISTORY_INTERVAL_S)
@@ -371,6 +386,7 @@ class LLMLoadPlugin:
     def _on_quitting(self, environment: Environment, **_kw: Any) -> None:
         if self.mode != "worker":
             self._finish_run()
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
+        for f in (self.writer, self._history_csv):
+            if f is not None:
+                f.close()
+        self.writer = self._history_csv = None

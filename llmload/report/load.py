@@ -20,7 +20,7 @@ REQUIRED = ("start_time", "status", "users")
 NUMERIC = ("start_time", "http_status", "ttft_ms", "ttft_visible_ms", "tpot_ms", "e2e_ms", "itl_max_ms",
            "prompt_tokens", "cached_tokens", "completion_tokens", "max_tokens", "users", "worker", "turn",
            "scheduled_time", "requested_input_tokens", "arrival_rate")
-TEXT = ("request_id", "scenario", "status", "token_source", "finish_reason", "session_id", "error")
+TEXT = ("request_id", "scenario", "status", "token_source", "finish_reason", "session_id", "error", "run_id")
 
 
 @dataclass
@@ -29,6 +29,7 @@ class Loaded:
     df: pd.DataFrame
     warnings: list[str] = field(default_factory=list)
     level: str = "users"  # what the load steps are: "users", or "arrival_rate" for open-loop runs
+    run_id: str | None = None  # the run the rows are of (None: rows written before runs had ids)
 
 
 def requests_path(prefix: str) -> str:
@@ -37,8 +38,35 @@ def requests_path(prefix: str) -> str:
     return f"{prefix}_requests.csv"
 
 
-def load_requests(prefix: str) -> Loaded:
-    """Load the rows; raise ReportError when nothing usable is there."""
+def select_run(df: pd.DataFrame, path: str, run_id: str | None) -> tuple[pd.DataFrame, str | None]:
+    """The rows of one run: the only one there, or ``run_id``. Rows of several runs without a
+    choice are refused: a report that mixed them would be wrong without saying so."""
+    if "run_id" not in df.columns:
+        if run_id:
+            raise ReportError(f"{path}: no run_id column (written before runs had ids): it holds one run; "
+                              "drop --run-id")
+        return df, None
+    ids = df["run_id"].fillna("")
+    counts = ids.value_counts(sort=False)
+    if run_id:
+        if run_id not in counts.index:
+            raise ReportError(f"{path}: no rows of run {run_id!r}; it has {_runs_text(df, ids)}")
+        return df[(ids == run_id).to_numpy()].reset_index(drop=True), run_id
+    if len(counts) > 1:
+        raise ReportError(f"{path}: rows of {len(counts)} runs ({_runs_text(df, ids)}); pick one with "
+                          "--run-id ID")
+    only = str(counts.index[0]) if len(counts) else ""
+    return df, only or None
+
+
+def _runs_text(df: pd.DataFrame, ids: pd.Series) -> str:
+    first = df.groupby(ids.to_numpy(), sort=False)["start_time"].agg(["min", "size"]).sort_values("min")
+    return ", ".join(f"{rid or '(no run_id)'}: {int(n):,} rows from {pd.Timestamp(t, unit='s'):%Y-%m-%d %H:%M:%S}"
+                     for rid, (t, n) in first.iterrows())
+
+
+def load_requests(prefix: str, run_id: str | None = None) -> Loaded:
+    """Load the rows (of one run); raise ReportError when nothing usable is there."""
     path = requests_path(prefix)
     if not os.path.exists(path):
         raise ReportError(f"{path}: no such file (pass the --csv PREFIX of a run, e.g. runs/chat)")
@@ -59,7 +87,7 @@ def load_requests(prefix: str) -> Loaded:
     if missing:
         raise ReportError(f"{path}: missing column(s) {', '.join(missing)}; expected the header "
                           f"{','.join(CSV_COLUMNS)}")
-    absent = [c for c in CSV_COLUMNS if c not in header]
+    absent = [c for c in CSV_COLUMNS if c not in header and c != "run_id"]  # no run_id: one run
     if absent:
         warnings.append(f"{path}: no column(s) {', '.join(absent)}; what needs them is left out")
     usecols = [c for c in header if c in CSV_COLUMNS]
@@ -88,6 +116,7 @@ def load_requests(prefix: str) -> Loaded:
         df = df[valid.to_numpy()]
     if df.empty:
         raise ReportError(f"{path}: no usable request rows")
+    df, run = select_run(df, path, run_id)
     df = df.sort_values("start_time", kind="stable").reset_index(drop=True)
     df["status"] = df["status"].astype("string").astype("category")
     ok = (df["status"] == "ok").to_numpy()
@@ -100,4 +129,4 @@ def load_requests(prefix: str) -> Loaded:
         level = "arrival_rate"
         df = df[df["arrival_rate"].notna().to_numpy()].reset_index(drop=True)
     df["level"] = df[level].to_numpy(dtype=float)
-    return Loaded(path=path, df=df, warnings=warnings, level=level)
+    return Loaded(path=path, df=df, warnings=warnings, level=level, run_id=run)
