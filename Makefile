@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint demo bench clean browser-deps
+.PHONY: venv test lint demo bench clean browser-deps llama-server
 
 $(STAMP): pyproject.toml setup.py llmload-locust-help.pth
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml setup.py llmload-locust-help.pth
 venv: $(STAMP)
 
 lint: venv
-	$(VENV)/bin/ruff check llmload tests benchmarks locustfiles llmload_locust_help.py setup.py
+	$(VENV)/bin/ruff check llmload tests benchmarks locustfiles scripts llmload_locust_help.py setup.py
 
 # The web UI test drives Debian's chromium through chromedriver; install both when missing.
 browser-deps:
@@ -27,7 +27,17 @@ browser-deps:
 	  else echo "make test: chromium/chromedriver missing and not root: the browser test is skipped"; fi; \
 	fi
 
-test: lint browser-deps
+# llama.cpp's llama-server, built once per machine from the llama-cpp-python sdist into
+# $LLMLOAD_CACHE (default ~/.cache/llmload); about 7 min on 2 cores, instant when cached.
+llama-server: venv
+	@if ! command -v cmake >/dev/null 2>&1 || ! command -v g++ >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake g++ make >/dev/null; \
+	  fi; \
+	fi
+	$(PY) scripts/llama_server.py build
+
+test: lint browser-deps llama-server
 	$(PY) -m pytest -q
 
 demo: venv

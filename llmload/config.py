@@ -21,12 +21,13 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmload.options import option
-from llmload.protocol import ENDPOINTS
+from llmload.options import api_key_from_env, option
+from llmload.protocol import ENDPOINTS, ENV_PREFIX
 from llmload.schedules import STOP_ACTIONS, parse_rates, parse_steps
 from llmload.search import MODES
 from llmload.slo import SLO, parse_slo
-from llmload.transport import TRANSPORTS
+from llmload.transport import TRANSPORTS, ClientOptions, Target
+from llmload.transport.connection import parse_headers, parse_query
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
 from llmload.workload.scenario import ScenarioSpec, is_scenario_file, load_scenario_cached, resolve_scenario_path
 from llmload.workload.synthetic import LengthRange
@@ -58,7 +59,7 @@ class UserSetup:
 
 @dataclass
 class RunConfig:
-    request_timeout: float
+    client: ClientOptions  # key, headers, query, TLS, deadlines, limits (a workload may add headers)
     slos: list[SLO]  # --slo, then each workload's slo: (scoped to it)
     scenarios: list[ScenarioSpec]
     setups: dict[type, UserSetup] = field(default_factory=dict)
@@ -186,18 +187,59 @@ def build_config(environment: Any, require_host: bool = False) -> RunConfig:
             slos.append(parse_slo(text))
         except ValueError as e:
             raise ConfigError(str(e)) from None
-    timeout_text = option(environment, "request_timeout", 600.0)
-    try:
-        timeout = float(timeout_text)
-    except (TypeError, ValueError):
-        timeout = -1.0
-    if not timeout > 0:
-        raise ConfigError(f"--request-timeout {timeout_text!r}: expected seconds > 0, e.g. 600")
-    config = RunConfig(request_timeout=timeout, slos=slos, scenarios=[], environment=environment)
+    timeout = _seconds(environment, "request_timeout", 600.0)
+    config = RunConfig(client=_client_options(environment, timeout), slos=slos, scenarios=[], environment=environment)
+    if environment.host:
+        try:
+            Target(environment.host, "/v1/models", config.client.query)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     for cls in classes:
         config.setup_for(cls)
     _check_shape(environment, config.shape)
     return config
+
+
+def _seconds(environment: Any, key: str, default: float | None) -> float | None:
+    text = option(environment, key)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = -1.0
+    if not value > 0:
+        raise ConfigError(f"--{key.replace('_', '-')} {text!r}: expected seconds > 0, e.g. 600")
+    return value
+
+
+def _client_options(environment: Any, timeout: float) -> ClientOptions:
+    """The connection settings; ``env:VAR`` header values are read here, in each process."""
+    try:
+        headers = parse_headers(option(environment, "header", []) or [])
+        query = parse_query(option(environment, "query", []) or [])
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    max_bytes_text = option(environment, "max_event_bytes")
+    max_bytes = 1 << 20
+    if max_bytes_text is not None:
+        try:
+            max_bytes = int(max_bytes_text)
+        except ValueError:
+            max_bytes = 0
+        if max_bytes < 1024:
+            raise ConfigError(f"--max-event-bytes {max_bytes_text!r}: expected a whole number of bytes >= 1024")
+    ca = option(environment, "ca_bundle")
+    if ca is not None and not os.path.isfile(ca):
+        raise ConfigError(f"--ca-bundle {ca}: no such file")
+    secret_texts = [t for t in option(environment, "header", []) or [] if t.partition(":")[2].strip().startswith(
+        ENV_PREFIX)]
+    return ClientOptions(
+        api_key=api_key_from_env(), api_key_header=option(environment, "api_key_header") or "Authorization",
+        headers=headers, query=query, ca_bundle=ca, insecure=bool(option(environment, "insecure")),
+        timeout=timeout, first_token_timeout=_seconds(environment, "first_token_timeout", None),
+        max_event_bytes=max_bytes,
+        secrets=tuple(v for n, v in headers if any(t.partition(":")[0].strip() == n for t in secret_texts)))
 
 
 def _check_shape(environment: Any, shape: dict[str, Any]) -> None:

@@ -28,15 +28,28 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--model", dict(default="", help="model name to request (default: the first one the server's /v1/models "
                                       "lists)")),
     ("--transport", dict(default="", help="fast: llmload's streaming client (default); openai: the official SDK")),
-    ("--endpoint", dict(default="", help="chat (/v1/chat/completions) or completions (/v1/completions)")),
+    ("--endpoint", dict(default="", help="chat (/v1/chat/completions), completions (/v1/completions) or "
+                                         "responses (/v1/responses)")),
     ("--input-tokens", dict(default="", help="prompt length in tokens: N or LOW-HIGH (overrides the scenario)")),
     ("--output-tokens", dict(default="", help="max_tokens: N or LOW-HIGH (overrides the scenario)")),
     ("--ignore-eos", dict(action="store_true", default=False,
                           help="send vLLM's ignore_eos so every reply is exactly max_tokens long")),
     ("--slo", dict(action="append", default=[], help="service-level objective [SCENARIO:]METRIC=VALUE, e.g. "
                                                      "ttft_p95_ms=2000 (repeatable)")),
-    ("--request-timeout", dict(default="600", help="seconds without a first token or without progress before a "
+    ("--request-timeout", dict(default="600", help="seconds without an output event (after the first) before a "
                                                    "request times out (default 600)")),
+    ("--first-token-timeout", dict(default="", help="seconds from sending to the first output event before a request "
+                                                    "times out (default: --request-timeout)")),
+    ("--header", dict(action="append", default=[], help="extra request header 'Name: value' (repeatable); a value "
+                                                        "env:VAR is read from that environment variable, a secret")),
+    ("--query", dict(action="append", default=[], help="query parameter NAME=VALUE on every request, e.g. "
+                                                       "api-version=2024-10-21 (repeatable)")),
+    ("--api-key-header", dict(default="", help="send the API key in this header instead of 'Authorization: Bearer', "
+                                               "e.g. api-key (Azure)")),
+    ("--ca-bundle", dict(default="", help="CA certificates (PEM) to verify an https server with")),
+    ("--insecure", dict(action="store_true", default=False, help="do not verify the https server's certificate")),
+    ("--max-event-bytes", dict(default="", help="longest SSE line or event accepted (default 1048576); longer ends "
+                                                "the request as protocol_error")),
     ("--steps", dict(default="", help="step shape: user count of each step, e.g. 4,8,16,32 (locustfiles with a "
                                       "StepLoadShape)")),
     ("--step-seconds", dict(type=float, default=0.0, help="step shape: seconds each step lasts")),

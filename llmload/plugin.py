@@ -45,7 +45,7 @@ from llmload.output import HistoryCsv, RequestsCsv, write_llm_stats
 from llmload.record import CANCELLED, CSV_COLUMNS, OK, RequestRecord
 from llmload.stats import LLMStats
 from llmload.summary import format_summary, run_notes
-from llmload.transport import first_model
+from llmload.transport import ClientOptions, first_model
 from llmload.workload.shared import SharedState
 
 log = logging.getLogger("llmload")
@@ -187,14 +187,14 @@ class LLMLoadPlugin:
         self._request_n += 1
         return f"{self._request_prefix}-{self._request_n}"
 
-    def resolve_model(self, host: str, api_key: str | None) -> str:
+    def resolve_model(self, host: str, client: ClientOptions) -> str:
         """``--model``, else the first model the server lists, fetched once per process."""
         explicit = self.option("model")
         if explicit:
             return explicit
         with self._model_lock:
             if self._model is None:
-                self._model = first_model(host, api_key) or "default"
+                self._model = first_model(host, client) or "default"
         return self._model
 
     def set_arrival_rate(self, rate: float) -> None:

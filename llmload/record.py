@@ -11,7 +11,11 @@ written, all times from ``time.perf_counter()``):
 * output tokens: ``usage.completion_tokens``; without usage, the number of output-carrying
   chunks (``token_source=chunks``).
 * TPOT: (E2E − TTFT) / (output tokens − 1) for output tokens ≥ 2 (vLLM's definition).
-* ITL: the gaps between consecutive output-carrying events; ``itl_max_ms`` the worst one.
+* ITL: the gaps between consecutive output-carrying events; ``itl_max_ms`` the worst one. A read
+  that carried several output events stamps them with one time, so the gaps into and inside it
+  cannot be known: they are left out and counted (``coalesced_reads``).
+* Events after the end (``[DONE]``, ``response.completed``) are ignored; after an error event,
+  output events are ignored but the usage and the end still count.
 
 Usage::
 
@@ -24,9 +28,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from llmload.protocol import Chunk
+from llmload.chunks import Chunk
 
 OK = "ok"
+HTTP_3XX = "http_3xx"
 RATE_LIMITED = "rate_limited"
 HTTP_4XX = "http_4xx"
 HTTP_5XX = "http_5xx"
@@ -38,14 +43,14 @@ PROTOCOL_ERROR = "protocol_error"
 EMPTY = "empty"
 CANCELLED = "cancelled"
 
-STATUSES = (OK, RATE_LIMITED, HTTP_4XX, HTTP_5XX, CONNECT_ERROR, TIMEOUT, TRUNCATED, STREAM_ERROR,
+STATUSES = (OK, RATE_LIMITED, HTTP_3XX, HTTP_4XX, HTTP_5XX, CONNECT_ERROR, TIMEOUT, TRUNCATED, STREAM_ERROR,
             PROTOCOL_ERROR, EMPTY, CANCELLED)
 
 CSV_COLUMNS = (
     "request_id", "start_time", "scenario", "status", "http_status", "ttft_ms", "ttft_visible_ms",
     "tpot_ms", "e2e_ms", "itl_max_ms", "prompt_tokens", "cached_tokens", "completion_tokens",
     "max_tokens", "token_source", "finish_reason", "users", "worker", "session_id", "turn", "error",
-    "scheduled_time", "requested_input_tokens", "arrival_rate", "run_id",
+    "scheduled_time", "requested_input_tokens", "arrival_rate", "run_id", "coalesced_reads",
 )
 
 
@@ -86,7 +91,10 @@ class RequestRecord:
     finish_reason: str = ""
     error: str = ""
     text: str = ""  # the reply, when asked for (multi-turn)
-    itl_ms: list[float] = field(default_factory=list)
+    itl_ms: list[float] = field(default_factory=list)  # the gaps that can be known (see coalesced_reads)
+    coalesced_reads: int = 0  # reads that carried more than one output event
+    output_events: int = 0  # events that carried output (the chunk count when there is no usage)
+    content_encoding: str = ""  # set when the server compressed the body despite Accept-Encoding: identity
     t0: float | None = None  # perf_counter() at t0, to hold timings against a server's own log
 
     @property
@@ -103,7 +111,7 @@ class RequestRecord:
             self.prompt_tokens, self.cached_tokens, self.completion_tokens, m.max_tokens, self.token_source,
             self.finish_reason, m.users, m.worker, m.session_id, m.turn, self.error,
             None if m.scheduled_time is None else round(m.scheduled_time, 6), m.requested_input_tokens,
-            m.arrival_rate, m.run_id or None,
+            m.arrival_rate, m.run_id or None, self.coalesced_reads,
         )
 
 
@@ -113,8 +121,11 @@ def rounded(v: float | None, digits: int = 3) -> float | None:
 
 
 def status_for_http(code: int) -> str:
+    """The status of a response that is not a stream (an error, or a redirect llmload does not follow)."""
     if code == 429:
         return RATE_LIMITED
+    if 300 <= code < 400:
+        return HTTP_3XX
     if 400 <= code < 500:
         return HTTP_4XX
     return HTTP_5XX
@@ -127,7 +138,7 @@ class StreamAccumulator:
     """
 
     __slots__ = ("t0", "times", "first_visible", "last_event", "finish_reason", "usage", "error", "done",
-                 "bad", "texts", "want_text")
+                 "bad", "texts", "want_text", "unknown_gaps", "content_encoding")
 
     def __init__(self, t0: float, want_text: bool = False) -> None:
         self.t0 = t0
@@ -141,14 +152,26 @@ class StreamAccumulator:
         self.bad: str | None = None
         self.texts: list[str] = []
         self.want_text = want_text
+        self.unknown_gaps: list[tuple[int, int]] = []  # (first index, count) of events read together
+        self.content_encoding = ""
+
+    def coalesced(self, first: int, count: int) -> None:
+        """Output events ``first .. first + count - 1`` arrived in one read (one timestamp)."""
+        self.unknown_gaps.append((first, count))
 
     def add(self, chunk: Chunk, now: float) -> None:
+        if self.done or self.bad is not None:
+            return  # nothing after the end, or after an event that could not be read, means anything
         if chunk.done:
             self.done = True
             self.last_event = now
+            if chunk.usage is not None:
+                self.usage = chunk.usage
+            if chunk.finish_reason is not None:
+                self.finish_reason = chunk.finish_reason
             return
         self.last_event = now
-        if chunk.output:
+        if chunk.output and self.error is None:
             self.times.append(now)
             if chunk.visible and self.first_visible is None:
                 self.first_visible = now
@@ -170,12 +193,20 @@ class StreamAccumulator:
         rec = RequestRecord(meta=meta, status=OK, http_status=http_status, t0=self.t0)
         times = self.times
         t0 = self.t0
+        rec.output_events = len(times)
         if times:
             rec.ttft_ms = (times[0] - t0) * 1000.0
             if len(times) > 1:
                 gaps = [(b - a) * 1000.0 for a, b in zip(times, times[1:], strict=False)]
+                if self.unknown_gaps:
+                    rec.coalesced_reads = len(self.unknown_gaps)
+                    unknown = set()
+                    for first, count in self.unknown_gaps:
+                        # gap i lies between events i and i + 1: the gap into the read and those inside it
+                        unknown.update(range(max(first - 1, 0), first + count - 1))
+                    gaps = [g for i, g in enumerate(gaps) if i not in unknown]
                 rec.itl_ms = gaps
-                rec.itl_max_ms = max(gaps)
+                rec.itl_max_ms = max(gaps) if gaps else None
         if self.first_visible is not None:
             rec.ttft_visible_ms = (self.first_visible - t0) * 1000.0
         usage = self.usage
@@ -192,6 +223,7 @@ class StreamAccumulator:
             if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
                 rec.cached_tokens = details["cached_tokens"]
         rec.finish_reason = self.finish_reason or ""
+        rec.content_encoding = self.content_encoding
         if self.want_text:
             rec.text = "".join(self.texts)
 

@@ -30,7 +30,7 @@ AGGREGATED = "Aggregated"
 
 class ScenarioStats:
     __slots__ = ("hist", "status_counts", "output_tokens", "prompt_tokens", "cached_tokens", "first_start",
-                 "last_end", "requested_input", "reported_input", "compared")
+                 "last_end", "requested_input", "reported_input", "compared", "compressed", "coalesced")
 
     def __init__(self) -> None:
         self.hist = {m: Histogram() for m in METRICS}
@@ -44,6 +44,8 @@ class ScenarioStats:
         self.requested_input = 0
         self.reported_input = 0
         self.compared = 0
+        self.compressed = 0  # responses the server compressed despite Accept-Encoding: identity
+        self.coalesced = 0  # reads that carried several output events (their gaps are not in ITL)
 
     def add(self, rec: RequestRecord) -> None:
         self.add_values(rec.status, rec.meta.start_time, rec.ttft_ms, rec.ttft_visible_ms, rec.tpot_ms, rec.e2e_ms,
@@ -51,6 +53,9 @@ class ScenarioStats:
                         rec.meta.requested_input_tokens)
         if rec.status == OK and rec.itl_ms:
             self.hist["itl"].record_many(rec.itl_ms)
+        if rec.content_encoding:
+            self.compressed += 1
+        self.coalesced += rec.coalesced_reads
 
     def add_row(self, row: tuple) -> None:
         """Account a PREFIX_requests.csv row (tuple in CSV_COLUMNS order; no per-chunk ITL)."""
@@ -94,6 +99,8 @@ class ScenarioStats:
         self.requested_input += other.requested_input
         self.reported_input += other.reported_input
         self.compared += other.compared
+        self.compressed += other.compressed
+        self.coalesced += other.coalesced
 
     @property
     def requests(self) -> int:
@@ -108,7 +115,7 @@ class ScenarioStats:
             "h": {m: self.hist[m].to_wire() for m in METRICS if self.hist[m]},
             "s": self.status_counts,
             "t": [self.output_tokens, self.prompt_tokens, self.cached_tokens, self.requested_input,
-                  self.reported_input, self.compared],
+                  self.reported_input, self.compared, self.compressed, self.coalesced],
             "w": [self.first_start if self.requests else None, self.last_end if self.requests else None],
         }
 
@@ -119,7 +126,7 @@ class ScenarioStats:
             s.hist[m] = Histogram.from_wire(h)
         s.status_counts = dict(data["s"])
         (s.output_tokens, s.prompt_tokens, s.cached_tokens, s.requested_input, s.reported_input,
-         s.compared) = data["t"]
+         s.compared, s.compressed, s.coalesced) = data["t"]
         if data["w"][0] is not None:
             s.first_start, s.last_end = data["w"]
         return s
@@ -146,6 +153,8 @@ class ScenarioStats:
             "cache_hit_ratio": round(self.cached_tokens / self.prompt_tokens, 4) if self.prompt_tokens else None,
             "requested_input_tokens_mean": round(self.requested_input / self.compared, 2) if self.compared else None,
             "prompt_tokens_mean": round(self.reported_input / self.compared, 2) if self.compared else None,
+            "coalesced_reads": self.coalesced,
+            "compressed_responses": self.compressed,
         })
         for m in METRICS:
             h = self.hist[m]

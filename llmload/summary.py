@@ -41,6 +41,13 @@ def format_summary(rows: list[dict[str, Any]], expected_hit_ratio: dict[str, flo
                 errors[st] = errors.get(st, 0) + r[st]
     if errors:
         lines.append("by status: " + ", ".join(f"{k} {v}" for k, v in errors.items()))
+    totals = rows[-1] if rows else {}
+    if totals.get("compressed_responses"):
+        lines.append(f"{totals['compressed_responses']} response(s) came compressed despite Accept-Encoding: "
+                     "identity (a gateway?); they were decoded")
+    if totals.get("coalesced_reads"):
+        lines.append(f"{totals['coalesced_reads']} read(s) carried several tokens at once (the client fell behind "
+                     "or the server sent them together): their gaps are left out of ITL and worst stall")
     for r in rows:
         if r["scenario"] == AGGREGATED:
             continue

@@ -15,6 +15,7 @@ the class attributes.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import random
@@ -28,7 +29,6 @@ import gevent.lock
 from locust import User, constant, task
 
 from llmload.config import UserSetup
-from llmload.options import api_key_from_env
 from llmload.plugin import get_plugin
 from llmload.protocol import ENDPOINTS, encode_body
 from llmload.record import RequestMeta, RequestRecord
@@ -63,7 +63,7 @@ class LLMUser(User):
     """The workload of a file with several; None: each user draws one by weight."""
 
     endpoint: str = "chat"
-    """``chat`` or ``completions`` (a scenario's workload and ``--endpoint`` override it)."""
+    """``chat``, ``completions`` or ``responses`` (a scenario's workload and ``--endpoint`` override it)."""
 
     model: str | None = None
     """Model to request; default: ``--model``, the scenario's, else the server's first model."""
@@ -90,6 +90,7 @@ class LLMUser(User):
         self._cap: gevent.lock.Semaphore | None = None
         self._gate: ArrivalGate | None = None
         self._arrival_rate = 0.0
+        self.endpoint_name = "chat"
 
     # -- lifecycle -------------------------------------------------------------------------------
     def on_start(self) -> None:
@@ -97,14 +98,15 @@ class LLMUser(User):
         plugin = self.plugin
         scenario_spec = setup.scenario
         spec = self._pick_workload(scenario_spec) if scenario_spec is not None else None
-        endpoint = setup.endpoint_for(spec.endpoint if spec else None)
-        api_key = api_key_from_env()
-        self.transport = make_transport(setup.transport, self.host, ENDPOINTS[endpoint], api_key,
-                                        plugin.config.request_timeout)
+        endpoint = self.endpoint_name = setup.endpoint_for(spec.endpoint if spec else None)
+        client = plugin.config.client
+        if spec is not None and spec.headers:
+            client = dataclasses.replace(client, headers=client.headers + spec.headers)
+        self.transport = make_transport(setup.transport, self.host, ENDPOINTS[endpoint], client)
         model = plugin.option("model") or (spec.model if spec and spec.model else None) or self.model \
-            or plugin.resolve_model(self.host, api_key)
+            or plugin.resolve_model(self.host, client)
         if spec is None:
-            self.source = self.make_workload(model=model, chat=endpoint == "chat")
+            self.source = self.make_workload(model=model, chat=endpoint != "completions")
         else:
             self.scenario_name = spec.name
             self.source = self._scenario_workload(scenario_spec, spec, model, endpoint, setup)
@@ -203,7 +205,7 @@ class LLMUser(User):
             requested_input_tokens=request.input_tokens,
             arrival_rate=arrival_rate,
         )
-        body = encode_body(request.body())
+        body = encode_body(request.body(self.endpoint_name))
         in_flight = self.plugin.in_flight
         in_flight[request.scenario] = in_flight.get(request.scenario, 0) + 1
         try:

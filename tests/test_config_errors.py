@@ -10,7 +10,7 @@ import sys
 import pandas as pd
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, free_port
 
 LOCUST = [sys.executable, "-m", "locust"]
 CHAT = os.path.join(ROOT, "locustfiles", "chat.py")
@@ -54,8 +54,9 @@ def test_a_bad_configuration_fails_once_at_init(tmp_path, name, args, message):
 
 
 def test_a_bad_configuration_fails_once_with_worker_processes(tmp_path):
+    port = str(free_port())  # not Locust's default 5557: another run on this machine may hold it
     res = run([*LOCUST, "-f", CHAT, "--host", "http://127.0.0.1:9", "--headless", "-u", "2", "-t", "3s",
-               "--processes", "2", "--slo", "nope=1"], tmp_path)
+               "--processes", "2", "--master-bind-port", port, "--master-port", port, "--slo", "nope=1"], tmp_path)
     assert res.returncode == 1
     lines = llmload_lines(res)
     assert len(lines) == 1 and "unknown metric 'nope'" in lines[0], lines

@@ -89,8 +89,9 @@ def test_local_run_writes_every_row_and_the_summary(mock, tmp_path):
 
 def test_processes_2_cancels_in_flight_streams_without_losing_rows(mock, tmp_path):
     prefix = tmp_path / "procs"
+    port = str(free_port())  # not Locust's default 5557: another run on this machine may hold it
     res = run_locust(["-f", CHAT, "--host", mock.url, "-u", "8", "-r", "8", "--csv", str(prefix),
-                      "--processes", "2", *COMMON], tmp_path)
+                      "--processes", "2", "--master-bind-port", port, "--master-port", port, *COMMON], tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     time.sleep(0.5)
     rows = load_rows(prefix)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import re
 import socket
@@ -202,3 +203,44 @@ def test_ctrl_c_ends_the_server_cleanly(fixed_mock):
     fixed_mock.proc.send_signal(signal.SIGINT)
     assert fixed_mock.proc.wait(10) == 0
     assert "stopped" in fixed_mock.proc.stdout.read()
+
+
+def test_responses_api_stream_and_answer(fixed_mock):
+    body = {"model": "m", "input": [{"role": "user", "content": "say three words"}], "max_output_tokens": 3,
+            "stream": True, "ignore_eos": True}
+    status, headers, data = post(fixed_mock, "/v1/responses", body)
+    assert status == 200 and headers["content-type"].startswith("text/event-stream")
+    lines = [ln for ln in data.decode().split("\n") if ln.startswith("event: ")]
+    kinds = [ln[7:] for ln in lines]
+    assert kinds[:4] == ["response.created", "response.in_progress", "response.output_item.added",
+                         "response.content_part.added"]
+    assert kinds.count("response.output_text.delta") == 3 and kinds[-1] == "response.completed"
+    completed = json.loads(sse_events(data)[-1].split("data: ", 1)[1])
+    assert completed["response"]["usage"]["output_tokens"] == 3 and completed["response"]["usage"]["input_tokens"] == 3
+    assert b"[DONE]" not in data
+    status, _, data = post(fixed_mock, "/v1/responses", {**body, "stream": False})
+    answer = json.loads(data)
+    assert status == 200 and answer["status"] == "completed" and answer["usage"]["output_tokens"] == 3
+
+
+def test_log_tokens_gives_each_tokens_send_time(mock_factory):
+    m = mock_factory("--profile", "fixed", "--ttft-ms", "30", "--itl-ms", "5", "--log-tokens")
+    post(m, "/v1/chat/completions", chat(max_tokens=12), {"X-Request-Id": "streamed"})
+    post(m, "/v1/chat/completions", chat(max_tokens=3, stream=False), {"X-Request-Id": "whole"})
+    log = m.log_by_id(expect=2)
+    times = log["streamed"]["token_mono"]
+    assert len(times) == 12 == log["streamed"]["tokens_sent"]
+    assert times[0] == log["streamed"]["first_token_mono"] and times[-1] == log["streamed"]["last_token_mono"]
+    gaps = [(b - a) * 1000 for a, b in itertools.pairwise(times)]
+    assert all(g >= 0 for g in gaps) and 4.0 <= sum(gaps) / len(gaps) <= 15.0
+    assert times[0] - log["streamed"]["arrival_mono"] >= 0.029
+    assert log["whole"]["token_mono"] is None  # no stream, no per-token times
+
+
+def test_log_tokens_needs_a_log():
+    import subprocess
+    import sys
+
+    bad = subprocess.run([sys.executable, "-m", "llmload.cli", "mock", "--log-tokens"], capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and "--log-tokens needs --log FILE" in bad.stderr

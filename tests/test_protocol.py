@@ -6,19 +6,9 @@ import json
 
 import pytest
 
-from llmload.protocol import (
-    DONE,
-    IGNORED,
-    PLAIN,
-    SSEDecoder,
-    chat_body,
-    classify,
-    classify_event,
-    completions_body,
-    encode_body,
-    error_message,
-    interpret,
-)
+from llmload.chunks import DONE, IGNORED, PLAIN, classify, classify_event, interpret
+from llmload.protocol import chat_body, completions_body, encode_body, error_message
+from llmload.sse import SSEDecoder
 from tests import recorded_streams as rs
 
 

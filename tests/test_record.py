@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from llmload.protocol import SSEDecoder, classify_event
+from llmload.chunks import classify_event
 from llmload.record import CSV_COLUMNS, RequestMeta, StreamAccumulator, failed_record, status_for_http
+from llmload.sse import SSEDecoder
 from tests import recorded_streams as rs
 
 
@@ -105,7 +106,7 @@ def test_http_statuses_and_row_shape():
         "request_id", "start_time", "scenario", "status", "http_status", "ttft_ms", "ttft_visible_ms", "tpot_ms",
         "e2e_ms", "itl_max_ms", "prompt_tokens", "cached_tokens", "completion_tokens", "max_tokens",
         "token_source", "finish_reason", "users", "worker", "session_id", "turn", "error", "scheduled_time",
-        "requested_input_tokens", "arrival_rate", "run_id")
+        "requested_input_tokens", "arrival_rate", "run_id", "coalesced_reads")
 
 
 def test_e2e_of_a_failed_request_runs_to_the_moment_it_failed():

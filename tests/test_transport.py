@@ -207,6 +207,29 @@ def test_completions_endpoint(fixed_mock):
 def test_target_parsing():
     assert Target("http://h:8000/v1", CHAT).path == "/v1/chat/completions"
     assert Target("https://api.x.com/openai/v1/", CHAT).path == "/openai/v1/chat/completions"
-    assert Target("localhost:9", CHAT).host_header == "localhost:9"
+    assert Target("http://localhost:9", CHAT).host_header == "localhost:9"
+    azure = Target("https://x.openai.azure.com/openai/deployments/d?api-version=2024-10-21", "/chat/completions",
+                   (("foo", "a b"),))
+    assert azure.path == "/openai/deployments/d/chat/completions?api-version=2024-10-21&foo=a+b"
+    assert azure.url == "https://x.openai.azure.com" + azure.path
+    with pytest.raises(ValueError, match="--host 'localhost:9': expected a URL with its scheme"):
+        Target("localhost:9", CHAT)
     with pytest.raises(ValueError, match="--host"):
         Target("ftp://x", CHAT)
+    with pytest.raises(ValueError, match="the port is not a number"):
+        Target("http://x:99999", CHAT)
+
+
+@pytest.mark.parametrize("transport_cls", [FastTransport, OpenAITransport])
+def test_the_responses_api_on_the_mock(fixed_mock, transport_cls):
+    from llmload.protocol import responses_body
+
+    t = transport_cls(fixed_mock.url, "/v1/responses", timeout=10)
+    t.connect()
+    rec = t.stream(encode_body(responses_body("m", [{"role": "user", "content": "one two three"}], 5,
+                                              extra={"ignore_eos": True})), meta(f"resp-{transport_cls.__name__}"),
+                   want_text=True)
+    t.close()
+    assert rec.status == "ok" and rec.token_source == "usage" and rec.completion_tokens == 5
+    assert rec.prompt_tokens == 3 and rec.output_events == 5 and rec.finish_reason == "completed"
+    assert rec.text.strip() and 40.0 <= rec.ttft_ms < 80.0

@@ -35,6 +35,7 @@ class ParsedRequest:
     min_tokens: int
     stream: bool
     include_usage: bool
+    responses: bool = False  # the Responses API (its own stream shape)
 
 
 def _text_of(content: object, where: str) -> str:
@@ -148,15 +149,20 @@ class StreamFormatter:
     def role(self) -> bytes:
         if not self.chat:
             return b""
-        return self._head + b'"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
+        return (self._head + b'"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],'
+                b'"prompt_token_ids":null,"prompt_text":null}\n\n')
 
     def token(self, text: str, finish_reason: str | None = None) -> bytes:
-        finish = b"null" if finish_reason is None else b'"' + finish_reason.encode() + b'"'
+        # The fields and order of vLLM >= 0.10.2 chunks (token_ids, kv_transfer_params), so a client
+        # is measured on the bytes today's vLLM sends (tests/fixtures/streams/vllm_chat_usage.http).
         t = json.dumps(text).encode()
+        finish = b'null' if finish_reason is None else b'"' + finish_reason.encode() + b'","stop_reason":null'
         if self.chat:
-            return self._head + b'"content":' + t + b'},"logprobs":null,"finish_reason":' + finish + b"}]}\n\n"
-        return (self._head + b'"text":' + t + b',"logprobs":null,"finish_reason":' + finish
-                + b',"stop_reason":null}]}\n\n')
+            return (self._head + b'"content":' + t + b'},"logprobs":null,"finish_reason":' + finish
+                    + b',"token_ids":null}],"kv_transfer_params":null}\n\n')
+        ids = b',"stop_reason":null,"prompt_token_ids":null' if finish_reason is None else b""
+        return (self._head + b'"text":' + t + b',"logprobs":null,"finish_reason":' + finish + ids
+                + b',"token_ids":null}],"kv_transfer_params":null}\n\n')
 
     def usage(self, prompt: int, completion: int, cached: int) -> bytes:
         usage = {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion,

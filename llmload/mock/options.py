@@ -25,6 +25,7 @@ class MockConfig:
     fault_rates: list[tuple[Fault, float]] = field(default_factory=list)
     seed: int = 0
     log_path: str | None = None
+    log_tokens: bool = False  # the log also lists every streamed token's send time
     output_mean_tokens: int = 256
 
 
@@ -45,6 +46,8 @@ def add_mock_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default=DEFAULT_PROFILE, help=f"engine preset (default {DEFAULT_PROFILE})")
     p.add_argument("--list-profiles", action="store_true", help="list the profiles and exit")
     p.add_argument("--log", metavar="FILE", help="append a ground-truth JSON line per request to FILE")
+    p.add_argument("--log-tokens", action="store_true",
+                   help="with --log: also log each streamed token's send time (token_mono, the perf_counter clock)")
     p.add_argument("--model", help="model name to report (default: the profile's)")
     p.add_argument("--seed", type=int, default=0, help="seed for output lengths and fault draws")
     p.add_argument("--output-mean-tokens", type=int, help="median output length when ignore_eos is not set")
@@ -82,6 +85,8 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
         params = dataclasses.replace(profile.engine, **overrides)
         params.validate()
     rates = [parse_fault_rate(f) for f in args.fault]
+    if getattr(args, "log_tokens", False) and not args.log:
+        raise ValueError("--log-tokens needs --log FILE")
     return MockConfig(
         profile=profile,
         engine_params=params,
@@ -91,5 +96,6 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
         fault_rates=rates,
         seed=args.seed,
         log_path=args.log,
+        log_tokens=bool(getattr(args, "log_tokens", False)),
         output_mean_tokens=args.output_mean_tokens or profile.output_mean_tokens,
     )

@@ -19,10 +19,12 @@ from time import perf_counter
 
 import gevent.event
 
+from llmload import netstamp
 from llmload.mock import openai_api as api
 from llmload.mock.engine import BatchingEngine, Sequence
 from llmload.mock.faults import Fault
 from llmload.mock.fixed_engine import FixedEngine
+from llmload.mock.responses_api import ResponsesFormatter
 
 
 class ServedStream:
@@ -30,7 +32,7 @@ class ServedStream:
 
     __slots__ = ("engine", "sock", "raw", "req", "rid", "fmt", "fault", "seq", "outbox", "attention",
                  "done", "gone", "text", "arrival_mono", "arrival_unix", "first_mono", "last_mono",
-                 "sent", "finish_reason", "watcher", "outcome", "max_tokens_cap")
+                 "sent", "finish_reason", "watcher", "outcome", "max_tokens_cap", "token_monos")
 
     def __init__(self, engine: BatchingEngine | FixedEngine, sock: socket.socket, req: api.ParsedRequest, rid: str,
                  fault: Fault | None, arrival_mono: float, arrival_unix: float) -> None:
@@ -39,7 +41,8 @@ class ServedStream:
         self.raw = sock._sock  # the non-blocking OS socket under gevent's wrapper
         self.req = req
         self.rid = rid
-        self.fmt = api.StreamFormatter(req.chat, rid, req.model, int(arrival_unix))
+        self.fmt = (ResponsesFormatter(rid, req.model, int(arrival_unix)) if req.responses
+                    else api.StreamFormatter(req.chat, rid, req.model, int(arrival_unix)))
         self.fault = fault
         self.seq: Sequence | None = None
         self.outbox: list[bytes] = []
@@ -56,6 +59,7 @@ class ServedStream:
         self.watcher = None
         self.outcome = "completed"
         self.max_tokens_cap = 0
+        self.token_monos: list[float] | None = None  # --log-tokens: each token's send time
 
     # -- called by the driver, in order, for every emission -------------------------------------
     def on_emission(self, tokens: int, first: bool, finished: bool, generated: int) -> None:
@@ -90,7 +94,7 @@ class ServedStream:
                 end = True
             else:
                 data = b"".join(parts)
-                self._write(b"%x\r\n%b\r\n" % (len(data), data))
+                self._write(b"%x\r\n%b\r\n" % (len(data), data), tokens, last=True)
                 self.outcome = "fault:disconnect"
                 self._hang_up()
                 return
@@ -102,24 +106,40 @@ class ServedStream:
         frame = b"%x\r\n%b\r\n" % (len(data), data)
         if end:
             frame += b"0\r\n\r\n"
-        self._write(frame)
+        self._write(frame, tokens, last=end)
         if end:
             if not finished:
                 self.engine.abort(seq)
             self._finish()
 
-    def _write(self, frame: bytes) -> None:
+    def _write(self, frame: bytes, tokens: int, last: bool = False) -> None:
         if self.gone:
             return
         now = perf_counter()
-        if self.first_mono is None:
+        first = self.first_mono is None
+        if first:
             self.first_mono = now
         self.last_mono = now
         if self.outbox:
+            if self.token_monos is not None:
+                self.token_monos += [now] * tokens
             self.outbox.append(frame)
             return
         try:
-            n = self.raw.send(frame)
+            if first or last or self.token_monos is not None:
+                # The ground truth is the kernel's send time: a pause of the mock between reading
+                # the clock and the write must not count as the client's. (Every token's when
+                # --log-tokens asks for them all; the first and the last one's otherwise.)
+                n, sent = netstamp.send_stamped(self.raw, frame)
+                if sent is not None and now - 0.001 < sent:
+                    now = sent
+                    if first:
+                        self.first_mono = sent
+                    self.last_mono = sent
+                if self.token_monos is not None:
+                    self.token_monos += [now] * tokens
+            else:
+                n = self.raw.send(frame)
         except BlockingIOError:
             n = 0
         except OSError:

@@ -35,6 +35,8 @@ from llmload.mock.fixed_engine import FixedEngine
 from llmload.mock.http_request import RequestError, parse_request
 from llmload.mock.options import MockConfig
 from llmload.mock.prometheus import LatencyHistogram, render_metrics
+from llmload.mock.responses_api import full_response as full_responses_response
+from llmload.mock.responses_api import parse_responses_body
 from llmload.mock.served_stream import ServedStream
 
 log = logging.getLogger("llmload.mock")
@@ -171,11 +173,11 @@ class MockServer:
 
     def _route(self, sock, method: str, path: str, headers: dict[str, str], body: bytes, rx_mono: float) -> bool:
         """Serve one request; False when the connection must end."""
-        if path in ("/v1/chat/completions", "/v1/completions"):
+        if path in ("/v1/chat/completions", "/v1/completions", "/v1/responses"):
             if method != "POST":
                 self._send(sock, 405, api.error_body(405, f"{path} takes POST"))
                 return True
-            return self._completion(sock, path == "/v1/chat/completions", headers, body, rx_mono)
+            return self._completion(sock, path, headers, body, rx_mono)
         if method != "GET":
             self._send(sock, 405, api.error_body(405, f"{path} takes GET"))
         elif path == "/health":
@@ -192,7 +194,7 @@ class MockServer:
             self._send(sock, 404, api.error_body(404, f"no route {path}"))
         return True
 
-    def _completion(self, sock, chat: bool, headers: dict[str, str], body: bytes, rx_mono: float) -> bool:
+    def _completion(self, sock, path: str, headers: dict[str, str], body: bytes, rx_mono: float) -> bool:
         # Arrival is when the kernel received the request's last bytes, not when this loop got
         # round to reading them: the log's TTFT then includes the mock's own queueing, as a
         # client sees it, and a client's timing error can be measured against it.
@@ -212,7 +214,10 @@ class MockServer:
             self._log_request(rid, arrival_mono, arrival_unix, None, f"fault:{fault.status}", 0, 0, fault)
             return True
         try:
-            req = api.parse_body(body, chat, self.config.model)
+            if path == "/v1/responses":
+                req = parse_responses_body(body, self.config.model)
+            else:
+                req = api.parse_body(body, path == "/v1/chat/completions", self.config.model)
             output = api.choose_output_tokens(req, self.max_model_len, self.config.output_mean_tokens, self._rng)
             cap = req.max_tokens if req.max_tokens is not None else self.max_model_len - len(req.prompt_words)
         except api.BadRequest as e:
@@ -221,6 +226,8 @@ class MockServer:
             return True
         stream = ServedStream(self.engine, sock, req, rid, fault, arrival_mono, arrival_unix)
         stream.max_tokens_cap = cap
+        if self.config.log_tokens:
+            stream.token_monos = []
         if req.stream:
             sock.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
                          b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
@@ -257,9 +264,14 @@ class MockServer:
         if not req.stream and not stream.gone:
             text = "".join(stream.text)
             cached = seq.cached_tokens
-            self._send(sock, 200, api.full_response(chat, rid, req.model, int(arrival_unix), text,
-                                                    stream.finish_reason or "stop", len(req.prompt_words),
-                                                    seq.generated, cached))
+            if req.responses:
+                answer = full_responses_response(rid, req.model, int(arrival_unix), text, len(req.prompt_words),
+                                                 seq.generated, cached)
+            else:
+                answer = api.full_response(req.chat, rid, req.model, int(arrival_unix), text,
+                                           stream.finish_reason or "stop", len(req.prompt_words), seq.generated,
+                                           cached)
+            self._send(sock, 200, answer)
             stream.first_mono = stream.first_mono or perf_counter()
             stream.last_mono = perf_counter()
         self._log_request(rid, arrival_mono, arrival_unix, stream, stream.outcome, len(req.prompt_words),
@@ -283,4 +295,8 @@ class MockServer:
             "outcome": outcome,
             "fault": fault.spec if fault else None,
         }
+        if self.config.log_tokens:
+            # perf_counter (CLOCK_MONOTONIC) when each token's frame was handed to the socket; a
+            # streamed request's true gaps are the differences. None when no stream was served.
+            entry["token_mono"] = stream.token_monos if stream and stream.req.stream else None
         self._log.write(json.dumps(entry) + "\n")

@@ -7,11 +7,12 @@ the same stream they produce the same record (tests/test_transport.py holds them
   connection per user; :mod:`.reader` reads every stream of the process in one epoll set with
   kernel receive timestamps; :mod:`.stream` is the response state machine with its fast path.
 * :mod:`.sdk` (``OpenAITransport``, ``--transport openai``): the official openai SDK.
-* :mod:`.target`: the URL, and the ``/v1/models`` probe.
+* :mod:`.target`: the URL, and the ``/v1/models`` probe; :mod:`.connection`: the key, headers,
+  query, TLS, proxy, deadlines and limits of a connection (``ClientOptions``).
 
 Usage::
 
-    t = make_transport("fast", "http://127.0.0.1:8000", "/v1/chat/completions", api_key=None, timeout=60)
+    t = make_transport("fast", "http://127.0.0.1:8000", "/v1/chat/completions", ClientOptions(timeout=60))
     t.connect()
     rec = t.stream(body_bytes, meta)
 """
@@ -22,13 +23,15 @@ from collections.abc import Callable
 from typing import Protocol
 
 from llmload.record import RequestMeta, RequestRecord
+from llmload.transport.connection import ClientOptions
 from llmload.transport.fast import FastTransport
 from llmload.transport.sdk import OpenAITransport
 from llmload.transport.target import Target, first_model
 
 TRANSPORTS = ("fast", "openai")
 
-__all__ = ["TRANSPORTS", "FastTransport", "OpenAITransport", "Target", "Transport", "first_model", "make_transport"]
+__all__ = ["TRANSPORTS", "ClientOptions", "FastTransport", "OpenAITransport", "Target", "Transport", "first_model",
+           "make_transport"]
 
 
 class Transport(Protocol):
@@ -45,9 +48,9 @@ class Transport(Protocol):
         """Send one streaming request and time it; never raises for server or network faults."""
 
 
-def make_transport(kind: str, base_url: str, path: str, api_key: str | None, timeout: float) -> Transport:
+def make_transport(kind: str, base_url: str, path: str, options: ClientOptions) -> Transport:
     """A transport by its ``--transport`` name."""
     if kind not in TRANSPORTS:
         raise ValueError(f"--transport {kind!r}: expected one of {', '.join(TRANSPORTS)}")
     cls = OpenAITransport if kind == "openai" else FastTransport
-    return cls(base_url, path, api_key=api_key, timeout=timeout)
+    return cls(base_url, path, options)

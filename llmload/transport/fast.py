@@ -1,80 +1,104 @@
 """The fast transport: one keep-alive connection per user, streams read by the process's one reader.
 
 Timing rules from ../shared/HOTPATH.md: nothing that can yield sits between t0 and the write (the
-connection is checked and opened before t0), and every response is read to the end of the HTTP
-message so the connection is reused instead of reconnecting inside the next request's TTFT. TLS
-connections use the same parsing, read from the user greenlet, stamped on arrival.
+connection, through a proxy and TLS if any, is checked and opened before t0), and every response is
+read to the end of the HTTP message so the connection is reused instead of reconnecting inside the
+next request's TTFT. TLS connections use the same parsing, read from the user greenlet, stamped on
+arrival. Requests say ``Accept-Encoding: identity``; a compressed body is decoded anyway.
 
 Usage::
 
-    t = FastTransport("http://127.0.0.1:8000", "/v1/chat/completions", timeout=60)
+    t = FastTransport("http://127.0.0.1:8000", "/v1/chat/completions", ClientOptions(timeout=60))
     t.connect()                       # in on_start: the first request pays no TCP connect
     rec = t.stream(body_bytes, meta)  # -> RequestRecord
 """
 
 from __future__ import annotations
 
+import dataclasses
 import socket
-import ssl
 import time
 from collections.abc import Callable
 from time import perf_counter
+from typing import Any
 
 import gevent
 import gevent.socket
 from gevent.hub import Waiter
 
-from llmload import netstamp
+from llmload import http1, netstamp
 from llmload import record as R
-from llmload.protocol import classify_event, error_message
+from llmload.chunks import classify_event
+from llmload.protocol import error_message
+from llmload.transport.connection import ClientOptions, proxy_for
 from llmload.transport.reader import reader as process_reader
-from llmload.transport.stream import RECV_SIZE, ResponseStream
+from llmload.transport.stream import RECV_SIZE, Deadlines, ResponseStream
 from llmload.transport.target import Target
 
 
 class FastTransport:
-    """One user's keep-alive connection to the server; see the module docstring.
+    """One user's keep-alive connection to the server; see the module docstring."""
 
-    Usage::
-
-        t = FastTransport("http://127.0.0.1:8000", "/v1/chat/completions", timeout=60)
-        t.connect()                       # in on_start: the first request pays no TCP connect
-        rec = t.stream(body_bytes, meta)  # -> RequestRecord
-    """
-
-    def __init__(self, base_url: str, path: str, api_key: str | None = None, timeout: float = 600.0,
-                 connect_timeout: float = 10.0, extra_headers: dict[str, str] | None = None) -> None:
-        self.target = Target(base_url, path)
-        self.timeout = timeout
-        self.connect_timeout = connect_timeout
+    def __init__(self, base_url: str, path: str, options: ClientOptions | None = None, **settings: Any) -> None:
+        """``settings`` override fields of ``options`` (``timeout=60``, ``api_key=...``)."""
+        self.options = options = dataclasses.replace(options or ClientOptions(), **settings)
+        self.target = Target(base_url, path, options.query)
         self.sock: socket.socket | None = None
+        self._tx_stamps = False  # the kernel stamps our sends: t0 is when the request really left
         self._tls = self.target.scheme == "https"
-        self._ssl_context = ssl.create_default_context() if self._tls else None
+        self._ssl_context = options.ssl_context() if self._tls else None
+        self._proxy = proxy_for(self.target.scheme, self.target.host)
+        self._deadlines = Deadlines(options.first_token_deadline, options.timeout)
+        # Through an HTTP proxy a plain-http request names the whole URL; an https one tunnels.
+        request_target = self.target.url if self._proxy and not self._tls else self.target.path
         head = [
-            f"POST {self.target.path} HTTP/1.1",
+            f"POST {request_target} HTTP/1.1",
             f"Host: {self.target.host_header}",
             "Content-Type: application/json",
             "Accept: text/event-stream",
+            "Accept-Encoding: identity",
             "User-Agent: llmload",
         ]
-        if api_key:
-            head.append(f"Authorization: Bearer {api_key}")
-        for k, v in (extra_headers or {}).items():
-            head.append(f"{k}: {v}")
-        self._head = ("\r\n".join(head) + "\r\n").encode()
+        head += [f"{k}: {v}" for k, v in options.request_headers()]
+        proxy_auth = self._proxy.headers() if self._proxy and not self._tls else ""
+        self._head = ("\r\n".join(head) + "\r\n" + proxy_auth).encode()
 
     def connect(self) -> None:
-        """Open the connection now (raises OSError when the server cannot be reached)."""
-        if self.sock is None:
-            sock = gevent.socket.create_connection((self.target.host, self.target.port),
-                                                   timeout=self.connect_timeout)
+        """Open the connection now (raises OSError when the server or the proxy cannot be reached)."""
+        if self.sock is not None:
+            return
+        t = self.target
+        proxy = self._proxy
+        addr = (proxy.host, proxy.port) if proxy else (t.host, t.port)
+        sock = gevent.socket.create_connection(addr, timeout=self.options.connect_timeout)
+        try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if not self._tls:
-                netstamp.enable(sock)  # without kernel timestamps reads are stamped on arrival instead
+            if proxy and self._tls:
+                self._tunnel(sock)
             if self._tls:
-                sock = self._ssl_context.wrap_socket(sock, server_hostname=self.target.host)
+                sock = self._ssl_context.wrap_socket(sock, server_hostname=t.host)
+            else:
+                netstamp.enable(sock)  # without kernel timestamps reads are stamped on arrival instead
+                self._tx_stamps = netstamp.enable_tx(sock)
             sock.settimeout(None)
-            self.sock = sock
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
+
+    def _tunnel(self, sock: socket.socket) -> None:
+        t = self.target
+        sock.sendall(f"CONNECT {t.host}:{t.port} HTTP/1.1\r\nHost: {t.host}:{t.port}\r\n"
+                     f"{self._proxy.headers()}\r\n".encode())
+        buf = b""
+        while http1.HEAD_END not in buf:
+            data = sock.recv(4096)
+            if not data or len(buf) > http1.MAX_HEAD:
+                raise ConnectionError("the proxy closed the connection during CONNECT")
+            buf += data
+        head = http1.parse_head(buf[:buf.index(http1.HEAD_END)])
+        if head.status != 200:
+            raise ConnectionError(f"the proxy refused CONNECT {t.host}:{t.port}: {head.status} {head.reason}")
 
     def close(self) -> None:
         if self.sock is not None:
@@ -118,10 +142,12 @@ class FastTransport:
                 c0 = perf_counter()
                 try:
                     self.connect()
-                except (OSError, gevent.Timeout) as e:
+                except (OSError, gevent.Timeout, ValueError) as e:
                     self.close()
-                    return R.failed_record(meta, R.CONNECT_ERROR, f"cannot connect to "
-                                           f"{self.target.host}:{self.target.port}: {e}",
+                    where = f"{self.target.host}:{self.target.port}"
+                    if self._proxy:
+                        where += f" through the proxy {self._proxy.host}:{self._proxy.port}"
+                    return R.failed_record(meta, R.CONNECT_ERROR, f"cannot connect to {where}: {e}",
                                            e2e_ms=(perf_counter() - c0) * 1000.0)
             rec = self._exchange(data, meta, want_text, on_cancel)
             if rec is not None:
@@ -140,13 +166,21 @@ class FastTransport:
         reader = None if tls else process_reader()
         waiter = None if tls else Waiter()
         acc = R.StreamAccumulator(0.0, want_text)
-        st = ResponseStream(None if tls else sock._sock, acc, self.timeout, waiter, reader)
+        st = ResponseStream(None if tls else sock._sock, acc, self._deadlines, waiter, reader,
+                            self.options.max_event_bytes)
         if reader is not None:
             reader.watch(st, sock.fileno())
         meta.start_time = time.time()
-        t0 = acc.t0 = st.last_progress = perf_counter()
+        t0 = acc.t0 = perf_counter()
         try:
             sock.sendall(data)
+            if self._tx_stamps:
+                # t0 is when the kernel sent the request: a pause of this process between taking
+                # the time and the write (a preemption, a GC pass) must not count as the server's.
+                sent = netstamp.sent_at(sock._sock, netstamp.clock_offset())
+                if sent is not None and t0 - 0.001 < sent <= perf_counter():
+                    meta.start_time += sent - t0
+                    t0 = acc.t0 = sent
             if tls:
                 self._read_tls(st)
             else:
@@ -166,31 +200,52 @@ class FastTransport:
         state, detail, t_end = st.result
         if state == "eof" and st.received == 0 and not acc.bad:
             return None
-        if state == "complete":  # an event cut off by EOF or a timeout is truncation, not garbage
-            for ev in st.sse.flush():
-                acc.add(classify_event(ev, want_text), t_end)
+        if state == "complete" and st.sse_body:  # an event cut off by EOF or a timeout is truncation
+            try:
+                for ev in st.sse.flush():
+                    acc.add(classify_event(ev, want_text), t_end)
+            except ValueError as e:  # SSEError: the last line was over the limit
+                acc.bad = str(e)
         if state != "complete" or st.head is None or not st.head.keep_alive or st.body.until_close:
             self.close()
+        return self._record(st, meta, state, detail, t0, t_end)
+
+    def _record(self, st: ResponseStream, meta: R.RequestMeta, state: str, detail: str, t0: float,
+                t_end: float) -> R.RequestRecord:
         code = st.code
-        if code and code != 200 and state == "complete":
-            body = b"".join(st.err_body)
-            return R.failed_record(meta, R.status_for_http(code), error_message(body), http_status=code,
-                                   e2e_ms=(t_end - t0) * 1000.0)
-        if code and code != 200:
-            return R.failed_record(meta, R.status_for_http(code), detail or "error response cut off",
-                                   http_status=code, e2e_ms=(t_end - t0) * 1000.0)
-        return acc.finish(meta, state, t_end, http_status=code or None, detail=detail)
+        e2e = (t_end - t0) * 1000.0
+        if code and not 200 <= code < 300:
+            if 300 <= code < 400:
+                where = st.head.headers.get("location", "?") if st.head else "?"
+                message = f"HTTP {code} redirect to {where}: llmload does not follow redirects; use the final URL"
+            elif state in ("complete", "error_body_cut"):
+                message = error_message(st.error_body())
+            else:
+                message = detail or "error response cut off"
+            return R.failed_record(meta, R.status_for_http(code), self.options.redact(message), http_status=code,
+                                   e2e_ms=e2e)
+        if code and st.sse_body is False and st.acc.bad is None:
+            ctype = st.head.headers.get("content-type", "no Content-Type") if st.head else "?"
+            message = error_message(st.error_body()) if st.err_body else "an empty body"
+            return R.failed_record(meta, R.PROTOCOL_ERROR, self.options.redact(
+                f"expected an event stream, got {ctype}: {message}"), http_status=code, e2e_ms=e2e)
+        if state == "timeout":
+            detail = st.timeout_detail()
+        return st.acc.finish(meta, "eof" if state == "error_body_cut" else state, t_end,
+                             http_status=code or None, detail=detail)
 
     def _read_tls(self, st: ResponseStream) -> None:
         sock = self.sock
-        sock.settimeout(self.timeout)
         try:
             while st.result is None:
+                sock.settimeout(max(st.deadline() - perf_counter(), 0.001))
                 try:
                     data = sock.recv(RECV_SIZE)
                 except TimeoutError:
-                    st.end("timeout", "no progress within the request timeout")
-                    return
+                    if perf_counter() >= st.deadline():
+                        st.end("timeout", st.timeout_detail())
+                        return
+                    continue
                 st.on_data(data, perf_counter())
         finally:
             if self.sock is not None:

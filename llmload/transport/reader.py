@@ -21,13 +21,14 @@ import gevent
 from gevent.hub import get_hub
 from gevent.monkey import get_original
 
-from llmload.netstamp import clock_offset
+from llmload.netstamp import clock_offset, sent_at
 
 if TYPE_CHECKING:
     from llmload.transport.stream import ResponseStream
 
 CHECK_INTERVAL_S = 0.1
 _EPOLLIN = 1
+_EPOLLERR = 8
 
 
 class Reader:
@@ -74,20 +75,27 @@ class Reader:
         ready = self.epoll.poll(0)
         # One offset per pass: kernel timestamps are CLOCK_REALTIME, ours CLOCK_MONOTONIC.
         offset = clock_offset()
+        pass_start = perf_counter()
         by_fd = self.by_fd
-        for fd, _ in ready:
+        for fd, events in ready:
             st = by_fd.get(fd)
             if st is not None:
-                st.on_readable(offset)
+                if events & _EPOLLERR:
+                    # A transmit stamp that came after the request's own check (an asynchronous
+                    # NIC queue) waits in the error queue and keeps the descriptor ready: drain it.
+                    sent_at(st.raw, offset)
+                st.on_readable(offset, pass_start)
 
     def _check_timeouts(self) -> None:
+        # One pass over every stream per interval instead of a timer per read; with many streams
+        # the interval grows (a deadline of minutes needs no 0.1 s precision).
         while self.active:
-            gevent.sleep(CHECK_INTERVAL_S)
+            gevent.sleep(CHECK_INTERVAL_S if len(self.active) < 2000 else CHECK_INTERVAL_S * 5)
             now = perf_counter()
             for st in list(self.active):
-                if now - st.last_progress > st.timeout and st.result is None:
+                if st.result is None and now > st.deadline():
                     # Waiter.switch must run in the hub: hand the ending over to it.
-                    self.loop.run_callback(st.end, "timeout", "no progress within the request timeout")
+                    self.loop.run_callback(st.end, "timeout", st.timeout_detail())
 
 
 _readers: dict[tuple[int, int], Reader] = {}

@@ -1,51 +1,80 @@
 """The openai-SDK transport (``--transport openai``): the official SDK builds and sends the request
-(auth, Azure, proxies as the SDK does them) and its ``Stream`` yields chunk objects. The SDK
-swallows ``[DONE]``, so here a stream counts as complete when a ``finish_reason`` arrived.
+(auth, headers, query, proxies and TLS as the SDK and its HTTP client do them), and the body's
+bytes go through llmload's own SSE decoder and chunk classification, so both transports apply one
+set of metric definitions to the same bytes (``[DONE]`` included). Events are stamped when the
+SDK's HTTP client hands their bytes over, so this path's timings include its own overhead.
 
 Usage::
 
-    t = OpenAITransport("http://127.0.0.1:8000", "/v1/chat/completions", timeout=60)
+    t = OpenAITransport("http://127.0.0.1:8000", "/v1/chat/completions", ClientOptions(timeout=60))
     rec = t.stream(body_bytes, meta)   # same contract as FastTransport.stream
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
+import gevent
+
 from llmload import record as R
-from llmload.protocol import error_message, interpret
+from llmload.chunks import classify_event
+from llmload.protocol import error_message
+from llmload.sse import SSEDecoder
+from llmload.transport.connection import ClientOptions
+from llmload.transport.stream import MAX_ERROR_BODY, Deadlines, take_events
 from llmload.transport.target import Target
+
+_KIND_SUFFIX = {"chat": "/chat/completions", "completions": "/completions", "responses": "/responses"}
+_STANDARD_KEYS = {
+    "chat": {"model", "messages", "max_tokens", "max_completion_tokens", "stream_options", "temperature", "top_p", "n",
+             "stop", "seed", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs",
+             "user", "tools", "tool_choice", "response_format", "reasoning_effort"},
+    "completions": {"model", "prompt", "max_tokens", "stream_options", "temperature", "top_p", "n", "stop", "seed",
+                    "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "user"},
+    "responses": {"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "tools",
+                  "tool_choice", "reasoning", "text", "user"},
+}
 
 
 class OpenAITransport:
-    """The official openai SDK, for exact SDK behaviour; see the module docstring."""
+    """The official openai SDK sends; see the module docstring."""
 
-    _STANDARD_KEYS = frozenset({
-        "model", "messages", "prompt", "max_tokens", "max_completion_tokens", "stream_options", "temperature",
-        "top_p", "n", "stop", "seed", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs",
-        "top_logprobs", "user", "tools", "tool_choice", "response_format", "reasoning_effort",
-    })
-
-    def __init__(self, base_url: str, path: str, api_key: str | None = None, timeout: float = 600.0,
-                 connect_timeout: float = 10.0) -> None:
+    def __init__(self, base_url: str, path: str, options: ClientOptions | None = None, **settings: Any) -> None:
+        """``settings`` override fields of ``options`` (``timeout=60``, ``api_key=...``)."""
         import openai
 
         self._openai = openai
-        target = Target(base_url, path)
-        self.chat = path.rstrip("/").endswith("chat/completions")
-        suffix = "/chat/completions" if self.chat else "/completions"
-        base_path = target.path[: -len(suffix)] if target.path.endswith(suffix) else target.path.rsplit("/", 1)[0]
+        self.options = options = dataclasses.replace(options or ClientOptions(), **settings)
+        self.target = target = Target(base_url, path, options.query)
+        bare = target.path.split("?", 1)[0].rstrip("/")
+        self.kind = next((k for k, sfx in _KIND_SUFFIX.items() if bare.endswith(sfx)), "chat")
+        base_path = bare[: -len(_KIND_SUFFIX[self.kind])]
+        headers: dict[str, Any] = {"Accept-Encoding": "identity", **dict(options.headers)}
+        self._request_headers: dict[str, Any] = {}
+        if options.api_key and options.api_key_header.lower() != "authorization":
+            headers[options.api_key_header] = options.api_key
+            # the SDK honours an omitted Authorization only among a request's own headers
+            self._request_headers["Authorization"] = openai.Omit()
+        query = dict(tuple(q.split("=", 1)) if "=" in q else (q, "") for q in target.query.split("&") if q)
+        self._deadlines = Deadlines(options.first_token_deadline, options.timeout)
         self.client = openai.OpenAI(
-            base_url=f"{target.scheme}://{target.host_header}{base_path}", api_key=api_key or "EMPTY",
-            max_retries=0, timeout=openai.Timeout(timeout, connect=connect_timeout),
+            base_url=f"{target.scheme}://{target.host_header}{base_path}", api_key=options.api_key or "EMPTY",
+            max_retries=0, timeout=openai.Timeout(options.timeout, connect=options.connect_timeout),
+            default_headers=headers, default_query=query or None,
+            # no redirects: a gateway's redirect is reported (http_3xx), as the fast transport does
+            http_client=openai.DefaultHttpxClient(verify=options.ssl_context() if target.scheme == "https" else True,
+                                                  follow_redirects=False),
         )
 
     def connect(self) -> None:
-        """Open a pooled connection ahead of the first request (the SDK connects lazily)."""
+        """Open a pooled connection ahead of the first request (the SDK connects lazily), and load
+        the SDK's modules for this endpoint, which it imports on first use (inside the first TTFT)."""
+        self._create()
         try:
             self.client.with_options(timeout=5.0).models.list()
         except self._openai.OpenAIError:
@@ -54,6 +83,12 @@ class OpenAITransport:
     def close(self) -> None:
         self.client.close()
 
+    def _create(self) -> Callable[..., Any]:
+        api = self.client.with_streaming_response
+        if self.kind == "responses":
+            return api.responses.create
+        return api.chat.completions.create if self.kind == "chat" else api.completions.create
+
     def stream(self, body: bytes | dict[str, Any], meta: R.RequestMeta, want_text: bool = False,
                headers: dict[str, str] | None = None,
                on_cancel: Callable[[R.RequestRecord], None] | None = None) -> R.RequestRecord:
@@ -61,60 +96,101 @@ class OpenAITransport:
         openai = self._openai
         fields = json.loads(body) if isinstance(body, bytes | bytearray) else dict(body)
         fields.pop("stream", None)
-        std = {k: v for k, v in fields.items() if k in self._STANDARD_KEYS}
-        extra_body = {k: v for k, v in fields.items() if k not in self._STANDARD_KEYS}
-        hdrs = {"X-Request-Id": meta.request_id, **(headers or {})}
-        api = self.client.chat.completions if self.chat else self.client.completions
+        keys = _STANDARD_KEYS[self.kind]
+        std = {k: v for k, v in fields.items() if k in keys}
+        extra_body = {k: v for k, v in fields.items() if k not in keys}
+        hdrs = {"X-Request-Id": meta.request_id, **self._request_headers, **(headers or {})}
         meta.start_time = time.time()
         t0 = perf_counter()
         acc = R.StreamAccumulator(t0, want_text)
+        sse = SSEDecoder(self.options.max_event_bytes)
+        state, detail, code = "complete", "", None
+        watchdog: gevent.Greenlet | None = None
+        timed_out: list[str] = []
         try:
-            stream = api.create(stream=True, extra_headers=hdrs, extra_body=extra_body or None, **std)
-        except openai.APIError as e:
-            return self._failed(meta, e, t0)
-        except BaseException:
-            if on_cancel is not None:
-                on_cancel(acc.finish(meta, "cancelled", perf_counter(), http_status=None))
-            raise
-        state, detail = "complete", ""
-        interpret = _interpret_sdk_chunk
-        try:
-            for chunk in stream:
-                now = perf_counter()
-                acc.add(interpret(chunk), now)
+            with self._create()(stream=True, extra_headers=hdrs, extra_body=extra_body or None, **std) as resp:
+                code = resp.status_code
+                ctype = resp.headers.get("content-type", "")
+                acc.content_encoding = resp.headers.get("content-encoding", "").lower()
+                if "event-stream" not in ctype.lower():
+                    raw = b"".join(_take(resp.iter_bytes(), MAX_ERROR_BODY))
+                    return R.failed_record(meta, R.PROTOCOL_ERROR, self.options.redact(
+                        f"expected an event stream, got {ctype or 'no Content-Type'}: {error_message(raw)}"),
+                        http_status=code, e2e_ms=(perf_counter() - t0) * 1000.0)
+                watchdog = gevent.spawn(self._watch, acc, gevent.getcurrent(), timed_out)
+                for data in resp.iter_bytes():
+                    take_events(acc, sse, data, perf_counter(), want_text)
+                    if acc.done or acc.bad is not None:
+                        break
+        except openai.APIStatusError as e:
+            return R.failed_record(meta, R.status_for_http(e.status_code),
+                                   self.options.redact(_status_message(e)), http_status=e.status_code,
+                                   e2e_ms=(perf_counter() - t0) * 1000.0)
         except openai.APITimeoutError:
-            state, detail = "timeout", "no progress within the request timeout"
-        except openai.APIError as e:  # an error object inside the stream, or a broken connection
-            if isinstance(e, openai.APIConnectionError):
-                state, detail = "eof", f"connection closed mid-stream: {e.__cause__ or e}"[:300]
+            state, detail = "timeout", f"no bytes for {self.options.timeout:g} s"
+        except openai.APIConnectionError as e:
+            if code is None and not timed_out:
+                return R.failed_record(meta, R.CONNECT_ERROR, self.options.redact(f"{e}: {e.__cause__}")[:300],
+                                       e2e_ms=(perf_counter() - t0) * 1000.0)
+            state, detail = "eof", f"connection closed mid-stream: {e.__cause__ or e}"[:300]
+        except BaseException as e:
+            if isinstance(e, _Deadline) or (isinstance(e, Exception) and timed_out):
+                pass  # the watchdog ended the request
+            elif isinstance(e, Exception):  # the HTTP layer raising past the SDK's wrappers
+                state, detail = "eof", f"connection closed mid-stream: {e.__class__.__name__}: {e}"[:300]
             else:
-                acc.error = str(e.message)[:500]
-        except ValueError as e:  # malformed JSON in an event
-            acc.bad = f"invalid JSON in SSE data: {e}"[:200]
-        except Exception as e:  # the SDK's HTTP layer raising past its own wrappers
-            state, detail = "eof", f"connection closed mid-stream: {e.__class__.__name__}: {e}"[:300]
-        except BaseException:
-            if on_cancel is not None:
-                on_cancel(acc.finish(meta, "cancelled", perf_counter(), http_status=stream.response.status_code))
-            raise
+                if on_cancel is not None:
+                    on_cancel(acc.finish(meta, "cancelled", perf_counter(), http_status=code))
+                raise
         finally:
-            stream.close()
+            if watchdog is not None:
+                watchdog.kill(block=False)
         t_end = perf_counter()
-        if state == "complete" and acc.finish_reason is not None:
-            acc.done = True  # the SDK consumed the [DONE] that ended the loop
-            acc.last_event = t_end
-        return acc.finish(meta, state, t_end, http_status=stream.response.status_code, detail=detail)
+        if timed_out:
+            state, detail = "timeout", timed_out[0]
+        elif state == "complete" and not acc.done and acc.bad is None:
+            try:
+                for ev in sse.flush():  # an unterminated last event of a complete body
+                    acc.add(classify_event(ev, want_text), t_end)
+            except ValueError as e:  # SSEError: the last line was over the limit
+                acc.bad = str(e)
+        return acc.finish(meta, state, t_end, http_status=code, detail=detail)
 
-    def _failed(self, meta: R.RequestMeta, e: Exception, t0: float) -> R.RequestRecord:
-        openai = self._openai
-        e2e = (perf_counter() - t0) * 1000.0
-        if isinstance(e, openai.APIStatusError):
-            return R.failed_record(meta, R.status_for_http(e.status_code), error_message(e.response.content),
-                                   http_status=e.status_code, e2e_ms=e2e)
-        if isinstance(e, openai.APITimeoutError):
-            return R.failed_record(meta, R.TIMEOUT, "no response within the request timeout", e2e_ms=e2e)
-        return R.failed_record(meta, R.CONNECT_ERROR, f"{e}: {e.__cause__}"[:300], e2e_ms=e2e)
+    def _watch(self, acc: R.StreamAccumulator, user: Any, timed_out: list[str]) -> None:
+        """The two deadlines (first token, then between output events): interrupt the read."""
+        d = self._deadlines
+        while True:
+            times = acc.times
+            deadline = times[-1] + d.idle if times else acc.t0 + d.first_token
+            left = deadline - perf_counter()
+            if left <= 0:
+                timed_out.append(f"no output event for {d.idle:g} s" if times else
+                                 f"no first token within {d.first_token:g} s")
+                gevent.kill(user, _Deadline(timed_out[0]))
+                return
+            gevent.sleep(left)
 
 
-def _interpret_sdk_chunk(chunk: Any) -> Any:
-    return interpret(chunk.to_dict() if hasattr(chunk, "to_dict") else chunk.model_dump())
+class _Deadline(Exception):
+    """Raised into the user's greenlet when a deadline passes while the SDK reads."""
+
+
+def _take(chunks: Any, limit: int) -> list[bytes]:
+    out, n = [], 0
+    for c in chunks:
+        out.append(c)
+        n += len(c)
+        if n >= limit:
+            break
+    return out
+
+
+def _status_message(e: Any) -> str:
+    code = e.status_code
+    if 300 <= code < 400:
+        where = e.response.headers.get("location", "?")
+        return f"HTTP {code} redirect to {where}: llmload does not follow redirects; use the final URL"
+    try:
+        return error_message(e.response.content[:MAX_ERROR_BODY])
+    except Exception:  # the body of a streamed error may be unread
+        return str(e.message)[:300]

@@ -1,10 +1,22 @@
-"""One streamed response, fed bytes as they arrive: HTTP head → body framing → SSE events →
-classified chunks → the accumulator. Runs in the hub (the reader's callback), so it never blocks.
+"""One streamed response, fed bytes as they arrive: HTTP head → body framing (and gzip, when a
+server sends it anyway) → SSE events → classified chunks → the accumulator. Runs in the hub (the
+reader's callback), so it never blocks.
+
+Limits, so no server can stall the loop or grow memory without bound: an SSE line or event over
+``max_event_bytes`` ends the request as ``protocol_error`` at once; an error body is kept to
+``MAX_ERROR_BODY``; a 2xx body that is not an event stream is read (bounded) for its message.
+Two deadlines end a request as ``timeout``: no output event within ``first_token_timeout`` of t0
+(comments, headers and role chunks do not count), and no output event for ``idle_timeout`` after
+the last one; the reader's checker enforces them (no timer per read).
+
+A read that carries more than one output event stamps them all with one time: the gaps between
+them, and the gap before them, cannot be known. They are counted (``coalesced_reads``) and left
+out of the ITL histogram and the worst stall.
 
 Usage::
 
-    st = ResponseStream(raw_socket, StreamAccumulator(t0), timeout=60, waiter=Waiter(), reader=reader())
-    st.on_readable(clock_offset)   # the reader calls it when the socket is readable
+    st = ResponseStream(raw_socket, StreamAccumulator(t0), Deadlines(60, 600), waiter=Waiter(), reader=reader())
+    st.on_readable(offset, pass_start)   # the reader calls it when the socket is readable
     st.on_data(data, now)          # or feed bytes directly (TLS, tests)
     state, detail, t_end = st.result
 """
@@ -12,46 +24,123 @@ Usage::
 from __future__ import annotations
 
 import socket
+import zlib
 from time import perf_counter
 from typing import Any
 
 from llmload import http1
 from llmload import record as R
+from llmload.chunks import (
+    CHAT_CONTENT,
+    DELTA_KEY,
+    ERROR_KEY,
+    FINISH_NULL,
+    PLAIN,
+    USAGE_OBJECT,
+    classify,
+    classify_event,
+)
 from llmload.netstamp import ANC_SIZE, TIMESPEC
-from llmload.protocol import CHAT_CONTENT, PLAIN, SSEDecoder, classify, classify_event
+from llmload.sse import DEFAULT_MAX_BYTES, SSEDecoder, SSEError
 
 RECV_SIZE = 65536
-_VLLM_PLAIN_END = b'"finish_reason":null}]}\n\n\r\n'
+MAX_ERROR_BODY = 64 * 1024
 _CONTENT_LEN = len(CHAT_CONTENT)
+_EVENT_END = b"}\n\n\r\n"  # a chunk that is one single-line JSON event: "SIZE\r\ndata: {...}\n\n\r\n"
+
+
+class Deadlines:
+    """How long a request may wait for its first output event, and between output events."""
+
+    __slots__ = ("first_token", "idle")
+
+    def __init__(self, first_token: float, idle: float) -> None:
+        self.first_token = first_token
+        self.idle = idle
+
+
+def is_event_stream(head: http1.ResponseHead) -> bool | None:
+    """True/False from Content-Type; None when there is none (decided from the body's first byte)."""
+    ctype = head.headers.get("content-type")
+    if ctype is None:
+        return None
+    return "event-stream" in ctype.lower()
+
+
+def take_events(acc: R.StreamAccumulator, sse: SSEDecoder, payload: bytes, now: float,
+                want_text: bool) -> str | None:
+    """Feed body bytes that arrived at ``now`` through the SSE decoder into the accumulator.
+    Returns the protocol error that must end the request at once (an over-long line), else None."""
+    if acc.done or acc.bad is not None:
+        return None  # nothing after the end, or after an event that could not be read, counts
+    try:
+        events = sse.feed(payload)
+    except SSEError as e:
+        acc.bad = str(e)
+        return acc.bad
+    times = acc.times
+    n0 = len(times)
+    live = acc.error is None
+    # The hot loop: most events are plain content deltas, handled without a call.
+    for ev in events:
+        ch = classify(ev, want_text) if type(ev) is bytes else classify_event(ev, want_text)
+        if ch is PLAIN and live:
+            times.append(now)
+            acc.last_event = now
+            if acc.first_visible is None:
+                acc.first_visible = now
+        else:
+            acc.add(ch, now)
+            if acc.done or acc.bad is not None:
+                break  # events after the end mean nothing
+            live = acc.error is None
+    if len(times) - n0 > 1:
+        acc.coalesced(n0, len(times) - n0)
+    return None
 
 
 class ResponseStream:
     """One request's response, fed bytes as they arrive."""
 
     __slots__ = ("raw", "head_buf", "head", "body", "sse", "acc", "want_text", "code", "waiter", "fd",
-                 "result", "last_progress", "timeout", "received", "reader", "err_body", "plain")
+                 "result", "deadlines", "received", "reader", "err_body", "err_len", "plain", "sse_body",
+                 "inflate")
 
-    def __init__(self, raw: socket.socket | None, acc: R.StreamAccumulator, timeout: float,
-                 waiter: Any, reader: Any) -> None:
+    def __init__(self, raw: socket.socket | None, acc: R.StreamAccumulator, deadlines: Deadlines,
+                 waiter: Any, reader: Any, max_event_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.raw = raw
         self.head_buf = b""
         self.head: http1.ResponseHead | None = None
         self.body: http1.BodyDecoder | None = None
-        self.sse = SSEDecoder()
+        self.sse = SSEDecoder(max_event_bytes)
         self.acc = acc
         self.want_text = acc.want_text
         self.code = 0
         self.waiter = waiter
         self.fd = -1
         self.result: tuple[str, str, float] | None = None
-        self.last_progress = acc.t0
-        self.timeout = timeout
+        self.deadlines = deadlines
         self.received = 0
         self.reader = reader
-        self.err_body: list[bytes] = []
+        self.err_body: list[bytes] = []  # an error response's body, or a 2xx body that is not SSE
+        self.err_len = 0
         self.plain = False  # True while the inlined fast path in on_readable may be tried
+        self.sse_body: bool | None = None  # None until the head (and maybe the first byte) says
+        self.inflate: Any = None  # a zlib decompressor when the server compressed the body
 
-    def on_readable(self, clock_offset: float) -> None:
+    def deadline(self) -> float:
+        """When this request times out unless an output event arrives before."""
+        times = self.acc.times
+        if times:
+            return times[-1] + self.deadlines.idle
+        return self.acc.t0 + self.deadlines.first_token
+
+    def timeout_detail(self) -> str:
+        if self.acc.times:
+            return f"no output event for {self.deadlines.idle:g} s"
+        return f"no first token within {self.deadlines.first_token:g} s"
+
+    def on_readable(self, clock_offset: float, pass_start: float) -> None:
         # Runs in the hub when the socket is readable: must never block.
         try:
             data, anc, _flags, _addr = self.raw.recvmsg(RECV_SIZE, ANC_SIZE)
@@ -63,26 +152,31 @@ class ResponseStream:
         if anc:  # netstamp.stamp inlined: this runs once per read of every stream
             sec, nsec = TIMESPEC.unpack_from(anc[0][2])
             now = sec - clock_offset + nsec * 1e-9
+            if now > pass_start and now > perf_counter():
+                now = perf_counter()  # the wall clock stepped since the packet came: a stamp cannot lie ahead
         else:
             now = perf_counter()
-        if self.plain and data.endswith(_VLLM_PLAIN_END):
-            # Deliberately inlined and ugly (≈3x cheaper than the general path below, which
-            # gives the same answer): the read is exactly one HTTP chunk holding exactly one
-            # single-line SSE event, "SIZE\r\ndata: {...}\n\n\r\n", that ends the way
-            # vLLM/SGLang end a content delta without a finish reason, and whose delta starts
-            # with non-empty content. Each `in` over a whole event costs ~0.4 µs; the checks here
-            # look at the ends instead.
+        if self.plain and data[-5:] == _EVENT_END:
+            # Deliberately inlined and ugly (≈3x cheaper than the general path below, which gives
+            # the same answer): the read is exactly one HTTP chunk holding exactly one single-line
+            # SSE event whose data is a plain content delta (chunks.is_plain's test, on the bytes
+            # of the read: one "delta", non-empty content, "finish_reason":null, no usage object,
+            # no "error"). A size line with an extension makes int() fail: the general path reads it.
             i = data.find(b"\r\n")
             n = len(data)
-            j = data.rfind(CHAT_CONTENT)
-            if (0 < i <= 8 and data.startswith(b"data: ", i + 2) and data.find(b"\n", i + 2) == n - 4
-                    and int(data[:i], 16) == n - i - 4 and j > 0 and data[j + _CONTENT_LEN] != 34):
-                acc = self.acc
-                acc.times.append(now)
-                acc.last_event = now
-                self.last_progress = now
-                self.received += n
-                return
+            if 0 < i <= 8 and data.startswith(b"data: ", i + 2) and data.find(b"\n", i + 2) == n - 4:
+                j = data.find(CHAT_CONTENT, i)
+                try:
+                    size = int(data[:i], 16)
+                except ValueError:
+                    size = -1
+                if (size == n - i - 4 and j > 0 and data[j + _CONTENT_LEN] != 34 and data.rfind(DELTA_KEY) == j
+                        and FINISH_NULL in data and USAGE_OBJECT not in data and ERROR_KEY not in data):
+                    acc = self.acc
+                    acc.times.append(now)
+                    acc.last_event = now
+                    self.received += n
+                    return
         self.on_data(data, now)
 
     def on_data(self, data: bytes, now: float) -> None:
@@ -92,43 +186,49 @@ class ResponseStream:
             else:
                 self.end("eof", "connection closed by the server mid-response")
             return
-        self.last_progress = now
         self.received += len(data)
+        acc = self.acc
         try:
             if self.body is None:
                 data = self._read_head(data)
                 if self.body is None:
                     return
             payload, done = self.body.feed(data)
+            if payload and self.inflate is not None:
+                payload = self.inflate.decompress(payload)
         except http1.HTTPError as e:
-            self.acc.bad = f"invalid HTTP response: {e}"[:200]
+            acc.bad = f"invalid HTTP response: {e}"[:200]
+            self.end("eof", "")
+            return
+        except zlib.error as e:
+            acc.bad = f"cannot decode the {acc.content_encoding} body: {e}"[:200]
             self.end("eof", "")
             return
         if payload:
-            if self.code != 200:
-                self.err_body.append(payload)
-            elif self.acc.bad is None and self.acc.error is None:
-                acc = self.acc
-                times = acc.times
-                want_text = self.want_text
-                # The hot loop: most events are plain content deltas, handled without a call.
-                for ev in self.sse.feed(payload):
-                    ch = classify(ev, want_text) if type(ev) is bytes else classify_event(ev, want_text)
-                    if ch is PLAIN:
-                        times.append(now)
-                        acc.last_event = now
-                        if acc.first_visible is None:
-                            acc.first_visible = now
-                    else:
-                        acc.add(ch, now)
-            # after an error event the stream means nothing more: read on only to reuse the socket
+            if self.sse_body is None:  # no Content-Type: an event stream starts with a field, not JSON
+                self.sse_body = payload.lstrip()[:1] not in (b"{", b"[")
+            if not self.sse_body:
+                self.err_len += len(payload)
+                if self.err_len <= MAX_ERROR_BODY:
+                    self.err_body.append(payload)
+                elif not done:  # enough of it to say what went wrong; the rest is not read
+                    self.end("error_body_cut", "")
+                    return
+            elif not acc.done and acc.bad is None:
+                self._events(payload, now)
+                if self.result is not None:
+                    return
         if done:
             self.end("complete", "")
             return
-        acc = self.acc
-        self.plain = (self.code == 200 and self.body.chunked and not self.want_text and acc.bad is None
-                      and acc.error is None and acc.first_visible is not None and not self.sse.pending
-                      and self.body.idle)
+        self.plain = (self.sse_body is True and self.body.chunked and not self.want_text and self.inflate is None
+                      and acc.bad is None and acc.error is None and not acc.done and acc.first_visible is not None
+                      and not self.sse.pending and self.body.idle)
+
+    def _events(self, payload: bytes, now: float) -> None:
+        error = take_events(self.acc, self.sse, payload, now, self.want_text)
+        if error is not None:
+            self.end("eof", "")
 
     def _read_head(self, data: bytes) -> bytes:
         buf = self.head_buf + data if self.head_buf else data
@@ -147,6 +247,15 @@ class ResponseStream:
             self.head = head
             self.code = head.status
             self.body = http1.BodyDecoder(head)
+            self.sse_body = is_event_stream(head) if 200 <= head.status < 300 else False
+            encoding = head.headers.get("content-encoding", "identity").lower().strip()
+            if encoding not in ("", "identity"):
+                self.acc.content_encoding = encoding
+                if encoding in ("gzip", "x-gzip", "deflate"):
+                    self.inflate = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib header
+                else:
+                    raise http1.HTTPError(f"unsupported Content-Encoding {encoding!r} (llmload sends "
+                                          "Accept-Encoding: identity)")
             return buf
 
     def end(self, state: str, detail: str) -> None:
@@ -157,3 +266,6 @@ class ResponseStream:
             self.reader.unwatch(self)
         if self.waiter is not None:
             self.waiter.switch(self.result)
+
+    def error_body(self) -> bytes:
+        return b"".join(self.err_body)[:MAX_ERROR_BODY]

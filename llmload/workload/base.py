@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from llmload.protocol import chat_body, completions_body
+from llmload.protocol import chat_body, completions_body, responses_body
 
 
 @dataclass(slots=True)
@@ -25,7 +25,10 @@ class LLMRequest:
     input_tokens: int | None = None  # what the workload asked for, to compare with prompt_tokens
     wait_s: float = 0.0  # think time before sending (turns after the first of a session)
 
-    def body(self) -> dict[str, Any]:
+    def body(self, endpoint: str = "chat") -> dict[str, Any]:
+        """The JSON body for ``endpoint`` (``chat``, ``completions`` or ``responses``)."""
+        if self.messages is not None and endpoint == "responses":
+            return responses_body(self.model, self.messages, self.max_tokens, sampling=self.sampling, extra=self.extra)
         if self.messages is not None:
             return chat_body(self.model, self.messages, self.max_tokens, sampling=self.sampling, extra=self.extra)
         return completions_body(self.model, self.prompt or "", self.max_tokens, sampling=self.sampling,

@@ -86,7 +86,7 @@ class ScenarioWorkload:
         self.input_tokens = input_tokens or spec.input_tokens
         self.output_tokens = output_tokens or spec.output_tokens
         self.ignore_eos = spec.ignore_eos if ignore_eos is None else ignore_eos
-        self.chat = (endpoint or spec.endpoint) == "chat"
+        self.chat = (endpoint or spec.endpoint) != "completions"  # chat and responses take messages
         self._tag = f"s{user_seed:x}"
         self._n = 0
         self._sessions = 0

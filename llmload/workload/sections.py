@@ -12,14 +12,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from llmload.protocol import ENDPOINTS
+from llmload.protocol import ENDPOINTS, parse_header
 from llmload.slo import SLO, parse_slo
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
 from llmload.workload.spec import ArrivalSpec, DatasetSpec, PrefixGroup, SessionSpec, WorkloadSpec
 from llmload.workload.yaml_lines import Ctx, choice, keys, number, whole
 
 WORKLOAD_KEYS = {"weight", "endpoint", "model", "system_prompt", "sampling", "extra", "ignore_eos", "input_tokens",
-                 "output_tokens", "prefix", "max_concurrent", "session", "dataset", "arrival", "slo"}
+                 "output_tokens", "prefix", "max_concurrent", "session", "dataset", "arrival", "slo", "headers"}
 PREFIX_KEYS = {"groups", "tokens", "count", "popularity", "zipf_s"}
 GROUP_KEYS = {"name", "tokens", "count", "popularity", "zipf_s", "weight"}
 DATASET_KEYS = {"path", "format", "min_input_tokens", "max_input_tokens", "turns", "limit"}
@@ -113,6 +113,21 @@ def parse_slos(ctx: Ctx, raw: Any, path: str, workload: str) -> tuple[SLO, ...]:
     return tuple(out)
 
 
+def parse_headers_section(ctx: Ctx, raw: Any, path: str) -> tuple[tuple[str, str], ...]:
+    """``headers: {Name: value}``; a value ``env:VAR`` is read from this process's environment."""
+    if not isinstance(raw, dict):
+        raise ctx.error(path, f"expected a mapping of header names to values, got {type(raw).__name__}")
+    out = []
+    for name, value in raw.items():
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise ctx.error(f"{path}.{name}", f"expected text, got {value!r}")
+        try:
+            out.append(parse_header(f"{name}: {value}", "header"))
+        except ValueError as e:
+            raise ctx.error(f"{path}.{name}", str(e).split(": ", 1)[-1]) from None
+    return tuple(out)
+
+
 def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str) -> WorkloadSpec:
     path = f"workloads.{name}"
     raw = keys(ctx, raw if raw is not None else {}, path, WORKLOAD_KEYS)
@@ -151,4 +166,5 @@ def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str)
         dataset=dataset,
         arrival=arrival,
         slos=parse_slos(ctx, d["slo"], f"{path}.slo", name) if "slo" in d else (),
+        headers=parse_headers_section(ctx, d["headers"], f"{path}.headers") if "headers" in d else (),
     )

@@ -65,6 +65,7 @@ class WorkloadSpec:
     dataset: DatasetSpec | None = None
     arrival: ArrivalSpec = ArrivalSpec("closed")
     slos: tuple[SLO, ...] = ()  # scoped to this workload
+    headers: tuple[tuple[str, str], ...] = ()  # extra request headers (env:VAR values already read)
 
     def expected_prefix_hit_ratio(self) -> float | None:
         """Share of prompt tokens a warm prefix cache can serve: whole 16-token blocks of the
