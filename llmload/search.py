@@ -7,7 +7,8 @@
   every probe passed), then the answer is held once more to confirm it. So a search uses at
   most ⌈log2((max − min) / precision)⌉ + 2 steps (:func:`step_bound`).
 * :class:`StepSample`: the rows of one step, as ``llmload report`` will judge them: requests that
-  started after the warm-up at this step's level (cancelled ones left out); latency SLOs over
+  started at this step's level after the warm-up (counted, as the report does, from the first
+  request at that level; cancelled ones left out); latency SLOs over
   the ok ones (numpy percentiles, as the report), ``error_rate`` over all. A step is ready once
   it has ``floor`` ok requests and lasted 3 × their mean E2E, counting only requests old enough
   that the slow ones among them have had time to arrive.
@@ -124,30 +125,44 @@ class Bisection:
 
 
 class StepSample:
-    """One step's rows, judged as the report will judge them (see the module docstring)."""
+    """One step's rows, judged as the report will judge them (see the module docstring). The
+    warm-up runs from the first request at the step's level, as the report's does: a step down
+    reaches its level only once the users it stops have finished their requests."""
 
-    def __init__(self, level: float, column: str, measure_from: float, slos: list[SLO], floor: int) -> None:
-        self.level, self.column, self.measure_from = level, column, measure_from
+    def __init__(self, level: float, column: str, started_at: float, warmup_s: float, slos: list[SLO],
+                 floor: int) -> None:
+        self.level, self.column, self.started_at, self.warmup_s = level, column, started_at, warmup_s
         self.slos, self.floor = slos, floor
         self.rows: list[tuple] = []
+        self.first: float | None = None  # the first request at this level
         self.max_e2e_s = 0.0
+
+    @property
+    def measure_from(self) -> float | None:
+        if not self.warmup_s:
+            return self.started_at
+        return None if self.first is None else self.first + self.warmup_s
 
     def add(self, rows: list[tuple]) -> None:
         start, status, col, e2e = _COL["start_time"], _COL["status"], _COL[self.column], _COL["e2e_ms"]
         for r in rows:
-            if r[status] == CANCELLED or r[start] < self.measure_from or r[col] is None:
+            if r[status] == CANCELLED or r[start] < self.started_at or r[col] is None:
                 continue
             if abs(float(r[col]) - self.level) > 1e-9:
                 continue
             self.rows.append(r)
+            self.first = r[start] if self.first is None else min(self.first, r[start])
             if r[e2e] is not None:
                 self.max_e2e_s = max(self.max_e2e_s, float(r[e2e]) / 1000.0)
 
     def settled(self, now: float, lag_s: float) -> list[tuple]:
-        """Rows of requests that started long enough ago that every one of them has arrived:
-        before now − lag − 1.5 × the slowest E2E seen so far."""
+        """Rows of requests that started after the warm-up, and long enough ago that every one of
+        them has arrived: before now − lag − 1.5 × the slowest E2E seen so far."""
+        m0 = self.measure_from
+        if m0 is None:
+            return []
         cut = now - lag_s - 1.5 * self.max_e2e_s
-        return [r for r in self.rows if r[_COL["start_time"]] < cut]
+        return [r for r in self.rows if m0 <= r[_COL["start_time"]] < cut]
 
     def ready(self, now: float, lag_s: float) -> bool:
         rows = self.settled(now, lag_s)
@@ -156,7 +171,7 @@ class StepSample:
             return False
         mean_e2e_s = float(np.mean([r[_COL["e2e_ms"]] or 0.0 for r in ok])) / 1000.0
         last = max(r[_COL["start_time"]] for r in rows)
-        return last - self.measure_from >= E2E_MULTIPLE * mean_e2e_s
+        return last - (self.measure_from or last) >= E2E_MULTIPLE * mean_e2e_s
 
     def verdict(self, now: float, lag_s: float) -> tuple[bool, list[str]]:
         """(every SLO met, the broken ones as ``metric=value>limit``) over the settled rows."""

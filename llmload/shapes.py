@@ -296,7 +296,7 @@ class SearchLoadShape(_LLMShape):
         self._level = level
         self._step_started = now
         column = "users" if cfg["search"] == "users" else "arrival_rate"
-        self._step = None if level is None else StepSample(level, column, now + warmup, self._slos,
+        self._step = None if level is None else StepSample(level, column, now, warmup, self._slos,
                                                            cfg["sample_floor"])
 
     def tick(self) -> tuple[int, float] | None:

@@ -221,12 +221,18 @@ def test_intervals_and_borderline_verdicts_by_hand():
     assert quantile_ci(values, 50) == (40.0, 61.0)
     # 30 samples cannot bound a p95 from above: rank ⌈29 + 2.34⌉ = 32 > 30
     assert quantile_ci(np.arange(1.0, 31.0), 95)[1] is None
-    # p95 = 95.05 ≤ 96 is met, but 96 is inside [91, 100]: borderline. 96 % of samples are ≤ 96;
-    # settled when |0.96 − 0.95| = 1.96·√(0.95·0.05 / n) → n = 3.8415 · 0.0475 / 0.0001 = 1824.7
-    # → 1,825 − 100 = 1,725 more requests, 172.5 s at 10 requests/s.
+    # p95 = 95.05 ≤ 96 is met, but 96 is inside [91, 100]: borderline. 96 % of samples are ≤ 96,
+    # |F − q| = 0.01, z·√(q(1−q)) = 1.959964 · 0.217945 = 0.427164: √n = (0.427164 +
+    # √(0.182469 + 0.02)) / 0.02 = (0.427164 + 0.449966) / 0.02 = 43.8565, n = 1923.4 → 1,924 − 100
+    # = 1,824 more requests, 182.4 s at 10 requests/s.
     v = judge(parse_slo("ttft_p95_ms=96"), values, errors=0, finished=100, rate_per_s=10.0)
     assert v["met"] and v["borderline"] and v["ci95"] == [91.0, 100.0] and v["n"] == 100
-    assert v["settle_requests"] == 1725 and v["settle_seconds"] == 172.5
+    assert v["settle_requests"] == 1824 and v["settle_seconds"] == 182.4
+    # Every sample under the limit: a p95 needs 92 samples to be bounded from above (rank
+    # ⌈92 · 0.95 + 0.5 + 1.96 · √(92 · 0.0475)⌉ = ⌈91.99⌉ = 92 ≤ 92), so 30 samples need 62 more.
+    thirty = judge(parse_slo("ttft_p95_ms=200"), np.arange(1.0, 31.0), 0, 30, 10.0)
+    assert thirty["ci95"][1] is None and thirty["settle_requests"] == 62
+    assert quantile_ci(np.arange(1.0, 93.0), 95)[1] == 92.0 and quantile_ci(np.arange(1.0, 92.0), 95)[1] is None
     far = judge(parse_slo("ttft_p95_ms=200"), values, errors=0, finished=100, rate_per_s=10.0)
     assert far["met"] and not far["borderline"] and "settle_requests" not in far
     # No failure: an error budget is never borderline (the budget is about failures seen).
@@ -255,3 +261,15 @@ def test_report_files_are_named_after_the_prefix_and_leave_empty_sections_out(tm
     rep = build_report(prefix)
     write_report(rep, str(tmp_path / "out"))
     assert (tmp_path / "out" / "report.html").exists()
+
+
+def test_a_failing_lowest_step_with_passing_ones_above_is_no_capacity_and_a_warning(tmp_path):
+    """4 users break the TTFT SLO, 8 and 16 meet it: no capacity (broken at the lowest step),
+    and 8 and 16 are non-monotone."""
+    rows = ladder([(4, 20), (8, 20), (16, 20)], ttft={4: 3000.0})
+    prefix = write_csv(tmp_path / "low_requests.csv", rows)
+    rep = build_report(prefix, ReportOptions(slos=[parse_slo("ttft_p95_ms=1000")], gpu_hourly_usd=1.0))
+    cap = rep.overall.capacity
+    assert cap["users"] is None and "lowest step, 4 users" in cap["limited_by"] and cap["non_monotone"] == [8, 16]
+    assert rep.overall.cost is None
+    assert any("step(s) at 8, 16 users met every SLO above the failing step at 4 users" in w for w in rep.warnings)

@@ -71,16 +71,20 @@ def row(start, users, ttft, e2e=500.0, status="ok", rate=None, scenario="chat"):
 
 
 def test_step_sample_waits_for_slow_requests_and_judges_like_the_report():
-    s = StepSample(16, "users", 100.0, [SLO("ttft_p95_ms", 200.0), SLO("error_rate", 0.01)], floor=30)
-    s.add([row(99.0 + i * 0.1, 16, 50.0) for i in range(60)])  # 10 before the warm-up ended
-    s.add([row(104.0, 12, 50.0), row(104.1, 16, 50.0, status="cancelled")])  # another level; cancelled
-    assert len(s.rows) == 50
-    # Settled rows started before now − lag − 1.5 × the slowest E2E (0.5 s): at now 104.75, 103.0.
-    assert len(s.settled(104.75, 1.0)) == 30 and s.ready(104.75, 1.0)
-    assert s.verdict(104.75, 1.0) == (True, [])
+    """Set at t = 95, warm-up 5 s. The level is reached at 96.0 (rows at 12 users before that are the
+    ramp): the window starts at 101.0. Requests take 0.5 s."""
+    s = StepSample(16, "users", 95.0, 5.0, [SLO("ttft_p95_ms", 200.0), SLO("error_rate", 0.01)], floor=30)
+    s.add([row(95.0 + i * 0.1, 12, 50.0) for i in range(10)])  # still the last level
+    s.add([row(96.0 + i * 0.1, 16, 50.0) for i in range(90)])  # 96.0 .. 104.9
+    s.add([row(101.5, 16, 50.0, status="cancelled")])
+    assert len(s.rows) == 90 and s.measure_from == 101.0
+    # Settled: started in [101, now − lag − 1.5 × 0.5 s): at now 105.75, lag 1, that is 101.0 .. 103.9 = 30.
+    assert len(s.settled(105.75, 1.0)) == 30 and s.ready(105.75, 1.0)
+    assert s.verdict(105.75, 1.0) == (True, [])
     s.add([row(103.5, 16, 900.0, e2e=3000.0) for _ in range(3)])  # slow ones arrive: the cut moves back
-    assert not s.ready(104.75, 1.0)
-    assert s.verdict(110.0, 1.0)[0] is False and s.verdict(110.0, 1.0)[1][0].startswith("ttft_p95_ms=")
+    assert not s.ready(105.75, 1.0)
+    # At 112 all 43 are in; 3 of them at 900 ms put the p95 (rank 39.9 of 0..42) at 50 + 0.9 × 850 = 815.
+    assert s.verdict(112.0, 1.0) == (False, ["ttft_p95_ms=815>200"])
 
 
 class FakePlugin:

@@ -48,16 +48,16 @@ def prefix_cache_stats(df: pd.DataFrame) -> dict[str, Any] | None:
 
 def _section(name: str, df: pd.DataFrame, slos: list[SLO], opts: ReportOptions, warmup_s: float,
              notes: list[str], warnings: list[str]) -> Section:
-    steps, step_notes = measure_steps(df, warmup_s, slos, opts.sample_floor)
+    steps, step_notes, step_warnings = measure_steps(df, warmup_s, slos, opts.sample_floor)
     where = "" if name == "all" else f"{name}: "
-    for n in step_notes:
-        (warnings if "shorter than" in n else notes).append(where + n)
+    notes += [where + n for n in step_notes]
+    warnings += [where + w for w in step_warnings]
     capacity = find_capacity([s.data for s in steps], bool(slos))
     unit = "req/s arrivals" if steps and steps[0].data["arrival_rate"] is not None else "users"
     if capacity.get("non_monotone"):
         levels = ", ".join(f"{lv:g}" for lv in capacity["non_monotone"])
         warnings.append(f"{where}non-monotone: step(s) at {levels} {unit} met every SLO above the failing step at "
-                        f"{capacity.get('next_step_level', '?'):g} {unit}: noise or an unstable server; rerun with "
+                        f"{capacity['next_step_level']:g} {unit}: noise or an unstable server; rerun with "
                         "longer steps. Capacity stays below the first failing step.")
     for t in capacity.get("thin_above") or []:
         warnings.append(f"{where}the step at {t['level']:g} {unit} had only {t['ok']} ok requests (< "

@@ -61,7 +61,8 @@ def find_capacity(steps: list[dict[str, Any]], has_slos: bool) -> dict[str, Any]
     failing = next((s for s in judged if _level(s) == first_fail and not s["slo_met"]), None)
     if not below:
         assert failing is not None
-        out = {"users": None, "rps": None, "output_tps": None,
+        out = {"users": None, "rps": None, "output_tps": None, "next_step_users": failing["users"],
+               "next_step_level": first_fail,
                "limited_by": ", ".join(_broken(failing)) + f" (broken already at the lowest step, "
                                                             f"{failing['users']} users)"}
     else:

@@ -42,9 +42,8 @@ def throughput_latency(steps: list[dict[str, Any]], slos: list[Any], capacity: d
         for slo in slos:
             if slo.column == field and slo.stat == "p95":
                 ax.axhline(slo.limit, color="#d62728", ls="--", lw=1, label=f"SLO {slo.metric}")
-        cap_level = capacity.get("level")
         for s, x, y in zip(steps, rps, ys, strict=True):
-            if s["level"] == cap_level and y is not None:
+            if s["start_time"] == capacity.get("start_time") and y is not None:  # the one capacity step
                 ax.plot([x], [y], "*", ms=14, color="#2ca02c", label="capacity")
         ax.set_xlabel("requests/s (ok, edge-corrected)")
         ax.set_title(title)

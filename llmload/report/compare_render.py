@@ -18,10 +18,10 @@ from llmload.report.compare import COLUMNS, Comparison
 
 def comparison_blocks(cmp: Comparison) -> list[Block]:
     first = cmp.runs[0].report
-    slos = ", ".join(s.text() for s in first.overall.slos) or "none"
+    slos = ", ".join(s.text() for s in first.overall.slos if s.metric != "error_rate" or s.scenario) or "none"
     matched = "none" if cmp.matched_level is None else f"{cmp.matched_level:g} ({cmp.level_label})"
     out = [Block("llmload comparison", 1, text=[
-        f"{len(cmp.runs)} runs under the same SLOs ({slos}; error budget {first.error_budget}) and warm-up "
+        f"{len(cmp.runs)} runs under the same SLOs ({slos}), error budget ({first.error_budget}) and warm-up "
         f"{first.warmup_s:g} s; capacity is the highest step meeting every SLO below the first failing one "
         f"(steps by {cmp.level_label}). Matched load for latencies: {matched}."])]
     out.append(Block("Side by side", 2, header=["", *[r.label for r in cmp.runs]],

@@ -8,10 +8,12 @@
 * A mean's interval is mean ± z·s/√n. An error rate's is Wilson's score interval.
 * An SLO verdict is **borderline** when its limit lies inside the interval: more requests could
   flip it. (An error rate with no failure is never borderline: the budget is about failures seen.)
-  How many more requests would settle it, roughly: for a percentile, the n at which the observed
-  share of samples under the limit, F, differs from q by z·√(q(1−q)/n), n* = z²·q(1−q)/(F − q)²;
-  for a mean, n* = (z·s / (mean − limit))²; for an error rate, z²·p(1−p)/(p − limit)². The
-  report turns it into seconds at the step's own rate.
+  How many more requests would settle it, roughly, if the samples keep their shape: for a
+  percentile, with F the share of samples under the limit, the n at which the interval's rank
+  nq + ½ ± z·√(nq(1−q)) passes Fn: n·|F − q| − z·√(q(1−q))·√n − ½ = 0, so
+  √n* = (z·√(q(1−q)) + √(z²·q(1−q) + 2·|F − q|)) / (2·|F − q|) (with F = 1 and q = 0.95: 92); for a
+  mean, n* = (z·s / (mean − limit))²; for an error rate, z²·p(1−p)/(p − limit)². The report turns
+  it into seconds at the step's own rate.
 
 Usage::
 
@@ -94,8 +96,9 @@ def judge(slo: SLO, values: np.ndarray, errors: int, finished: int, rate_per_s: 
             value = float(np.percentile(values, q))
             lo, hi = quantile_ci(values, q)
             p = q / 100.0
-            share = float((values <= limit).mean())
-            needed = _needed(share, p, p * (1 - p))
+            gap = abs(float((values <= limit).mean()) - p)
+            root = Z95 * math.sqrt(p * (1 - p))
+            needed = ((root + math.sqrt(root * root + 2 * gap)) / (2 * gap)) ** 2 if gap > 1e-12 else None
         can_flip = True
     met = value is not None and value <= limit
     borderline = bool(value is not None and can_flip and (lo is None or lo <= limit) and (hi is None or limit < hi))
@@ -122,4 +125,5 @@ def settle_text(verdict: dict[str, Any]) -> str:
     if more is None:
         return "right at the limit: no number of requests settles it"
     secs = verdict.get("settle_seconds")
-    return f"~{more:,} more requests" + (f" (~{secs:g} s at this step)" if secs is not None else "")
+    return f"~{more:,} more request{'s' if more != 1 else ''}" + (f" (~{secs:g} s at this step)"
+                                                                  if secs is not None else "")

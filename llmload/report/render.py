@@ -206,7 +206,7 @@ def report_names(name_prefix: str = "") -> dict[str, str]:
 def default_out(source: str) -> tuple[str, str]:
     """(directory, name prefix) of a report written without ``--out``: next to the CSV, after its prefix."""
     base = source[: -len("_requests.csv")] if source.endswith("_requests.csv") else source
-    return os.path.dirname(os.path.abspath(base)), os.path.basename(base) + "_"
+    return os.path.dirname(base) or ".", os.path.basename(base) + "_"
 
 
 def write_all(report: Report, out_dir: str, name_prefix: str = "") -> list[str]:

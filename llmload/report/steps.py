@@ -97,9 +97,11 @@ def _share_inside(start: np.ndarray, end: np.ndarray, w0: float, w1: float) -> n
 
 
 def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO],
-                  sample_floor: int = SAMPLE_FLOOR) -> tuple[list[Step], list[str]]:
-    """Steps with their report entries; notes say what was skipped and why."""
+                  sample_floor: int = SAMPLE_FLOOR) -> tuple[list[Step], list[str], list[str]]:
+    """Steps with their report entries; notes say what was skipped and why, warnings which steps
+    were too short to trust their throughput."""
     spans, notes = find_steps(df)
+    warnings: list[str] = []
     start = df["start_time"].to_numpy(dtype=float)
     end_t = df["end_time"].to_numpy(dtype=float)
     ok = df["ok"].to_numpy(dtype=bool)
@@ -173,12 +175,12 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO],
             entry["note"] = f"only {entry['ok']} ok requests (< {sample_floor}): no verdict, never capacity"
         if entry["short"]:
             need = math.ceil(warmup_s + SHORT_STEP_E2E * mean_e2e / 1000.0)
-            notes.append(f"step of {name}: measured {dur:.1f} s, shorter than {SHORT_STEP_E2E:g} × its mean E2E "
+            warnings.append(f"step of {name}: measured {dur:.1f} s, shorter than {SHORT_STEP_E2E:g} × its mean E2E "
                          f"({mean_e2e / 1000.0:.1f} s): its throughput is rough; make steps at least {need} s "
                          f"long (warm-up {warmup_s:g} s included)")
         step.data = entry
         steps.append(step)
-    return steps, notes
+    return steps, notes, warnings
 
 
 def _verdict(entry: dict[str, Any], has_slos: bool) -> str:
