@@ -1,5 +1,7 @@
-"""What trace replay and images cost the client: parse rate and memory per trace row, µs per
-prompt built from Mooncake hash ids, and ms/µs per image content part.
+"""What trace replay, images and agent calls cost the client: parse rate and memory per trace row,
+µs per prompt built from Mooncake hash ids, ms/µs per image content part, and µs per whole
+request (built and JSON-encoded, as a user does before sending) of a trace entry, an image
+prompt and an agent call.
 
 Writes synthetic traces of ``--rows`` rows in each format to a temporary directory, parses
 them with ``load_trace``, and prints one line per measurement.
@@ -20,8 +22,13 @@ import tracemalloc
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from llmload.workload.agent import AgentWorkload  # noqa: E402
 from llmload.workload.blocks import block_text, prompt_from_hash_ids  # noqa: E402
-from llmload.workload.images import image_part, image_url, make_image  # noqa: E402
+from llmload.workload.builder import ScenarioWorkload  # noqa: E402
+from llmload.workload.images import ImageSet, image_part, image_url, make_image  # noqa: E402
+from llmload.workload.replay import TraceWorkload  # noqa: E402
+from llmload.workload.scenario import load_scenario  # noqa: E402
+from llmload.workload.text import TextSource  # noqa: E402
 from llmload.workload.trace import load_trace  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -96,6 +103,43 @@ def main() -> None:
             cached = (time.perf_counter() - t) / n
             print(f"image part {side}x{side} {fmt:4s}: {len(url) / 1e3:5.0f} KB data URL, first {first * 1e3:.1f} ms, "
                   f"cached {cached * 1e6:.2f} us/part")
+
+    whole_requests(reqs)
+
+
+def per_request(label: str, make, n: int) -> None:
+    make()  # warm caches (blocks, pictures)
+    t = time.perf_counter()
+    size = 0
+    for _ in range(n):
+        size += len(make().encode())
+    dt = (time.perf_counter() - t) / n
+    print(f"request {label}: {dt * 1e6:.0f} us built and encoded, {size / n / 1e3:.0f} KB body")
+
+
+def whole_requests(reqs) -> None:
+    text = TextSource(1)
+    trace_spec = load_scenario(os.path.join(ROOT, "scenarios/trace_mooncake.yaml")).workloads[0]
+    tw = TraceWorkload(trace_spec, 14, 1, "m", text)
+    it = iter(reqs * 100)
+    per_request("trace entry (Mooncake sample, mean 3.3k tokens)", lambda: tw.request_for(next(it)), 2000)
+    vision = load_scenario(os.path.join(ROOT, "scenarios/vision.yaml"))
+    for w in vision.workloads:
+        im = w.images
+        images = ImageSet(im.count, im.width, im.height, im.format, im.distinct, 8)
+        sw = ScenarioWorkload(w, 8, 1, "m", text, images=images)
+        per_request(f"{w.name} ({im.count} x {im.width}x{im.height} {im.format})", sw.next_request, 500)
+    agent_spec = load_scenario(os.path.join(ROOT, "scenarios/agent.yaml")).workloads[0]
+    agent = AgentWorkload(agent_spec, 1, "m", text)
+    call = [{"id": "c1", "type": "function", "function": {"name": "search_docs", "arguments": '{"query": "a b c"}'}}]
+
+    def agent_call():
+        req = agent.start_task()
+        for _ in range(3):
+            req = agent.next_call(req, True, "", call) or req
+        return req
+
+    per_request("agent call (4 tools, 4th step: ~1.5k tokens of history)", agent_call, 2000)
 
 
 if __name__ == "__main__":

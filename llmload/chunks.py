@@ -29,13 +29,15 @@ class Chunk:
     """``output``: carries generated output (content, reasoning, tool calls, completion text);
     ``visible``: carries non-empty ``content``/``text``; ``done``: the end of the stream (``[DONE]``,
     or the Responses API's ``response.completed``/``response.incomplete``); ``bad``: the event
-    could not be parsed (protocol error)."""
+    could not be parsed (protocol error); ``tool_calls``: the event's ``delta.tool_calls`` pieces as
+    sent (index, id, function name, argument text), else None."""
 
-    __slots__ = ("output", "visible", "text", "finish_reason", "usage", "error", "done", "bad")
+    __slots__ = ("output", "visible", "text", "finish_reason", "usage", "error", "done", "bad", "tool_calls")
 
     def __init__(self, output: bool = False, visible: bool = False, text: str = "",
                  finish_reason: str | None = None, usage: dict[str, Any] | None = None,
-                 error: str | None = None, done: bool = False, bad: str | None = None) -> None:
+                 error: str | None = None, done: bool = False, bad: str | None = None,
+                 tool_calls: list[Any] | None = None) -> None:
         self.output = output
         self.visible = visible
         self.text = text
@@ -44,6 +46,7 @@ class Chunk:
         self.error = error
         self.done = done
         self.bad = bad
+        self.tool_calls = tool_calls
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__ if getattr(self, k))
@@ -121,6 +124,7 @@ def interpret(obj: dict[str, Any]) -> Chunk:
         return Chunk(error=_error_text(err, obj)[:500])
     output = visible = False
     texts: list[str] = []
+    tool_calls: list[Any] | None = None
     finish = None
     for ch in obj.get("choices") or ():
         if not isinstance(ch, dict):
@@ -131,8 +135,12 @@ def interpret(obj: dict[str, Any]) -> Chunk:
             if content:
                 output = visible = True
                 texts.append(content if isinstance(content, str) else str(content))
-            if delta.get("reasoning_content") or delta.get("reasoning") or delta.get("tool_calls") \
-                    or delta.get("function_call"):
+            calls = delta.get("tool_calls")
+            if calls:
+                output = True
+                if isinstance(calls, list):
+                    tool_calls = calls if tool_calls is None else tool_calls + calls
+            if delta.get("reasoning_content") or delta.get("reasoning") or delta.get("function_call"):
                 output = True
         text = ch.get("text")
         if text:
@@ -142,7 +150,7 @@ def interpret(obj: dict[str, Any]) -> Chunk:
             finish = str(ch["finish_reason"])
     usage = obj.get("usage")
     return Chunk(output=output, visible=visible, text="".join(texts), finish_reason=finish,
-                 usage=usage if isinstance(usage, dict) else None)
+                 usage=usage if isinstance(usage, dict) else None, tool_calls=tool_calls)
 
 
 def responses_usage(usage: Any) -> dict[str, Any] | None:

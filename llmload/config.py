@@ -12,12 +12,15 @@ Usage::
     config = build_config(environment, require_host=True)   # raises ConfigError
     setup = config.setup_for(ChatUser)                       # UserSetup: scenario, endpoint, transport, ...
     config.slos, config.shape, config.expected_hit_ratios()
+    config.server_metrics.urls, config.server_metrics.interval_s
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,8 +32,12 @@ from llmload.slo import SLO, parse_slo
 from llmload.transport import TRANSPORTS, ClientOptions, Target
 from llmload.transport.connection import parse_headers, parse_query
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
+from llmload.workload.replay import selected_trace
 from llmload.workload.scenario import ScenarioSpec, is_scenario_file, load_scenario_cached, resolve_scenario_path
 from llmload.workload.synthetic import LengthRange
+from llmload.workload.trace import TraceError
+
+log = logging.getLogger("llmload")
 
 
 class ConfigError(ValueError):
@@ -57,6 +64,15 @@ class UserSetup:
         return self.endpoint or workload_endpoint or self.class_endpoint
 
 
+@dataclass(frozen=True)
+class ServerMetricsSetup:
+    """Where and how often to read the server's Prometheus metrics (``--server-metrics*``)."""
+
+    urls: tuple[str, ...] = ()  # empty: probe the target host, unless off
+    interval_s: float = 2.0
+    off: bool = False
+
+
 @dataclass
 class RunConfig:
     client: ClientOptions  # key, headers, query, TLS, deadlines, limits (a workload may add headers)
@@ -64,6 +80,7 @@ class RunConfig:
     scenarios: list[ScenarioSpec]
     setups: dict[type, UserSetup] = field(default_factory=dict)
     environment: Any = None
+    server_metrics: ServerMetricsSetup = field(default_factory=ServerMetricsSetup)
 
     @property
     def shape(self) -> dict[str, Any]:
@@ -74,11 +91,13 @@ class RunConfig:
         return {}
 
     def expected_hit_ratios(self) -> dict[str, float]:
-        """Per workload with prefix groups: the hit ratio its scenario file makes possible."""
+        """Per workload with prefix groups or a trace's hash_ids: the hit ratio its scenario file
+        makes possible."""
         out: dict[str, float] = {}
         for spec in self.scenarios:
             for w in spec.workloads:
-                ratio = w.expected_prefix_hit_ratio()
+                trace = w.trace
+                ratio = w.expected_prefix_hit_ratio() if trace is None else selected_trace(trace).expected_hit_ratio()
                 if ratio is not None:
                     out[w.name] = ratio
         return out
@@ -93,8 +112,28 @@ class RunConfig:
 
     def _add_scenario(self, spec: ScenarioSpec | None) -> None:
         if spec is not None and all(s.path != spec.path for s in self.scenarios):
+            _read_traces(spec)
             self.scenarios.append(spec)
             self.slos += [s for w in spec.workloads for s in w.slos]
+
+
+def _read_traces(spec: ScenarioSpec) -> None:
+    """Read each ``trace:`` now (once per process): a bad line ends the run at init, not per user."""
+    for w in spec.workloads:
+        if w.trace is None:
+            continue
+        fresh = w.trace not in _traces_seen
+        try:
+            trace = selected_trace(w.trace)
+        except TraceError as e:
+            raise ConfigError(f"{spec.path}: workloads.{w.name}.trace: {e}") from None
+        if fresh:
+            _traces_seen.add(w.trace)
+            for note in trace.notes:
+                log.warning("llmload: %s", note)
+
+
+_traces_seen: set = set()
 
 
 def class_anchor(user_class: type) -> str:
@@ -188,7 +227,8 @@ def build_config(environment: Any, require_host: bool = False) -> RunConfig:
         except ValueError as e:
             raise ConfigError(str(e)) from None
     timeout = _seconds(environment, "request_timeout", 600.0)
-    config = RunConfig(client=_client_options(environment, timeout), slos=slos, scenarios=[], environment=environment)
+    config = RunConfig(client=_client_options(environment, timeout), slos=slos, scenarios=[], environment=environment,
+                       server_metrics=_server_metrics(environment))
     if environment.host:
         try:
             Target(environment.host, "/v1/models", config.client.query)
@@ -279,3 +319,31 @@ def _check_shape(environment: Any, shape: dict[str, Any]) -> None:
     lo, hi = (option(environment, k) or shape.get(k) for k in ("search_min", "search_max"))
     if lo is not None and hi is not None and not float(hi) > float(lo):
         raise ConfigError(f"search shape: --search-max {hi!r} must be above --search-min {lo!r}")
+
+
+def _server_metrics(environment: Any) -> ServerMetricsSetup:
+    urls = [str(u).strip() for u in option(environment, "server_metrics", []) or []]
+    for url in urls:
+        if not _is_http_url(url):
+            raise ConfigError(f"--server-metrics {url!r}: expected the http:// or https:// URL of a Prometheus "
+                              "metrics endpoint, e.g. http://127.0.0.1:8000/metrics")
+    off = bool(option(environment, "no_server_metrics"))
+    if off and urls:
+        raise ConfigError("--no-server-metrics and --server-metrics URL: pass one or the other")
+    text = option(environment, "server_metrics_interval", "2")
+    try:
+        interval = float(text)
+    except (TypeError, ValueError):
+        interval = -1.0
+    if not 0 < interval < float("inf"):
+        raise ConfigError(f"--server-metrics-interval {text!r}: expected seconds > 0, e.g. 2")
+    return ServerMetricsSetup(urls=tuple(urls), interval_s=interval, off=off)
+
+
+def _is_http_url(url: str) -> bool:
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number 0-65535)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and not any(c.isspace() for c in url)

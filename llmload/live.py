@@ -107,6 +107,7 @@ def window_row(name: str, s: ScenarioStats, window_s: float) -> dict[str, Any]:
         "rps": rounded(s.ok / window_s, 3),
         "output_tps": rounded(s.output_tokens / window_s, 1),
         "ttft_p50_ms": rounded(ttft[0], 2), "ttft_p95_ms": rounded(ttft[1], 2), "ttft_p99_ms": rounded(ttft[2], 2),
+        "ttft_mean_ms": rounded(h["ttft"].mean, 2) if h["ttft"] else None,  # next to the server's (exact) mean
         "tpot_p50_ms": rounded(tpot[0], 2), "tpot_p95_ms": rounded(tpot[1], 2), "tpot_p99_ms": rounded(tpot[2], 2),
         "itl_p50_ms": rounded(itl[0], 2), "itl_p95_ms": rounded(itl[1], 2), "itl_p99_ms": rounded(itl[2], 2),
         "worst_stall_ms": rounded(h["itl_max"].max, 2) if h["itl_max"] else None,

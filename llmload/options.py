@@ -74,6 +74,14 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                                                              "(default 5, as llmload report)")),
     ("--seed", dict(type=int, default=0, help="workload seed; each worker and user draws its own reproducible "
                                               "stream from it")),
+    ("--server-metrics", dict(action="append", default=[], metavar="URL",
+                              help="read the server's Prometheus metrics from URL during the run (repeatable, e.g. "
+                                   "every replica behind a load balancer; default: the target host's /metrics when "
+                                   "it answers)")),
+    ("--no-server-metrics", dict(action="store_true", default=False,
+                                 help="do not read the server's Prometheus metrics")),
+    ("--server-metrics-interval", dict(default="2", metavar="S",
+                                       help="seconds between two reads of the server's metrics (default 2)")),
 )
 
 

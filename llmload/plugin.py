@@ -43,8 +43,12 @@ from llmload.manifest import RunManifest, new_run_id, start_manifest
 from llmload.options import add_arguments, api_key_from_env, option
 from llmload.output import HistoryCsv, RequestsCsv, write_llm_stats
 from llmload.record import CANCELLED, CSV_COLUMNS, OK, RequestRecord
+from llmload.replay_link import ReplayLink
+from llmload.server_scrape import ServerMetricsScraper, start_scraper
+from llmload.slo import task_limit_s
 from llmload.stats import LLMStats
 from llmload.summary import format_summary, run_notes
+from llmload.tasks import TaskRecord
 from llmload.transport import ClientOptions, first_model
 from llmload.workload.shared import SharedState
 
@@ -117,6 +121,7 @@ class LLMLoadPlugin:
         self._history_csv: HistoryCsv | None = None
         self._local_health: dict[str, Any] = {}
         self.link: MasterLink | WorkerLink | None = None
+        self.scraper: ServerMetricsScraper | None = None  # the server's /metrics, read by the master or local process
         ev = environment.events
         ev.test_start.add_listener(self._on_test_start)
         ev.test_stop.add_listener(self._on_test_stop)
@@ -128,6 +133,7 @@ class LLMLoadPlugin:
             })
         elif self.mode == "master":
             self.link = MasterLink(runner, self._ingest)
+        self.replay = ReplayLink(self)  # trace replay: one clock for every process, the end of the run
 
     # -- configuration ---------------------------------------------------------------------------
     def option(self, name: str, default: Any = None) -> Any:
@@ -178,6 +184,11 @@ class LLMLoadPlugin:
             raise StopUser() from None
 
     @property
+    def run_finished(self) -> bool:
+        """No test is running here (none started yet, or the last one has ended)."""
+        return self._finished_run
+
+    @property
     def worker_index(self) -> int:
         return int(getattr(self.env.runner, "worker_index", 0) or 0)
 
@@ -226,6 +237,10 @@ class LLMLoadPlugin:
                 stats.get(name, "TPOT").log(rec.tpot_ms, 0)
         self.stats.add(rec, track_delta=True)
         self.pending_rows.append(rec.row())
+
+    def record_task(self, task: TaskRecord) -> None:
+        """Account one finished agent task (its calls were recorded one by one)."""
+        self.stats.add_task(task, task_limit_s(self.config.slos, task.scenario), track_delta=True)
 
     def _take_payload(self) -> dict[str, Any]:
         rows, self.pending_rows = self.pending_rows, []
@@ -330,6 +345,10 @@ class LLMLoadPlugin:
             self.health.start()
         if self.mode != "worker":
             self._spawn(self._sample_history_forever)
+            if self.scraper is not None:
+                self.scraper.stop()
+            self.scraper = None if self.config_error or self._config is None else start_scraper(
+                self._config.server_metrics, self.env.host, prefix)
         if isinstance(self.link, MasterLink):
             self.link.start()
             self.link.broadcast("llmload_processes", {"n": len(self.link.expected)})
@@ -363,6 +382,8 @@ class LLMLoadPlugin:
             return
         self._finished_run = True
         self._stop_background()
+        if self.scraper is not None:
+            self.scraper.stop()
         if self.mode == "local":
             rows, self.pending_rows = self.pending_rows, []
             self._write_rows(rows)

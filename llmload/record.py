@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from llmload.chunks import Chunk
+from llmload.tool_calls import assemble
 
 OK = "ok"
 HTTP_3XX = "http_3xx"
@@ -50,7 +51,8 @@ CSV_COLUMNS = (
     "request_id", "start_time", "scenario", "status", "http_status", "ttft_ms", "ttft_visible_ms",
     "tpot_ms", "e2e_ms", "itl_max_ms", "prompt_tokens", "cached_tokens", "completion_tokens",
     "max_tokens", "token_source", "finish_reason", "users", "worker", "session_id", "turn", "error",
-    "scheduled_time", "requested_input_tokens", "arrival_rate", "run_id", "coalesced_reads",
+    "scheduled_time", "requested_input_tokens", "arrival_rate", "run_id", "coalesced_reads", "step_kind",
+    "requested_image_tokens",
 )
 
 
@@ -70,6 +72,8 @@ class RequestMeta:
     requested_input_tokens: int | None = None  # prompt length the workload asked for
     arrival_rate: float | None = None  # open-loop: the run's target arrival rate (req/s) when it was scheduled
     run_id: str = ""  # the run's id (PREFIX_run.json); the process that writes the CSV fills it in
+    step_kind: str = ""  # agent tasks: "task" (first call) or "tool_result" (a call after tool results)
+    requested_image_tokens: int | None = None  # what the prompt's images cost a Qwen2-VL-style model
 
 
 @dataclass(slots=True)
@@ -91,6 +95,7 @@ class RequestRecord:
     finish_reason: str = ""
     error: str = ""
     text: str = ""  # the reply, when asked for (multi-turn)
+    tool_calls: list[dict] = field(default_factory=list)  # the reply's whole tool calls, when text is asked for
     itl_ms: list[float] = field(default_factory=list)  # the gaps that can be known (see coalesced_reads)
     coalesced_reads: int = 0  # reads that carried more than one output event
     output_events: int = 0  # events that carried output (the chunk count when there is no usage)
@@ -111,7 +116,7 @@ class RequestRecord:
             self.prompt_tokens, self.cached_tokens, self.completion_tokens, m.max_tokens, self.token_source,
             self.finish_reason, m.users, m.worker, m.session_id, m.turn, self.error,
             None if m.scheduled_time is None else round(m.scheduled_time, 6), m.requested_input_tokens,
-            m.arrival_rate, m.run_id or None, self.coalesced_reads,
+            m.arrival_rate, m.run_id or None, self.coalesced_reads, m.step_kind, m.requested_image_tokens,
         )
 
 
@@ -138,7 +143,7 @@ class StreamAccumulator:
     """
 
     __slots__ = ("t0", "times", "first_visible", "last_event", "finish_reason", "usage", "error", "done",
-                 "bad", "texts", "want_text", "unknown_gaps", "content_encoding")
+                 "bad", "texts", "want_text", "unknown_gaps", "content_encoding", "tool_pieces")
 
     def __init__(self, t0: float, want_text: bool = False) -> None:
         self.t0 = t0
@@ -154,6 +159,7 @@ class StreamAccumulator:
         self.want_text = want_text
         self.unknown_gaps: list[tuple[int, int]] = []  # (first index, count) of events read together
         self.content_encoding = ""
+        self.tool_pieces: list = []  # delta.tool_calls pieces, kept with want_text
 
     def coalesced(self, first: int, count: int) -> None:
         """Output events ``first .. first + count - 1`` arrived in one read (one timestamp)."""
@@ -175,8 +181,11 @@ class StreamAccumulator:
             self.times.append(now)
             if chunk.visible and self.first_visible is None:
                 self.first_visible = now
-            if chunk.text and self.want_text:
-                self.texts.append(chunk.text)
+            if self.want_text:
+                if chunk.text:
+                    self.texts.append(chunk.text)
+                if chunk.tool_calls:
+                    self.tool_pieces.extend(chunk.tool_calls)
         if chunk.finish_reason is not None:
             self.finish_reason = chunk.finish_reason
         if chunk.usage is not None:
@@ -226,6 +235,8 @@ class StreamAccumulator:
         rec.content_encoding = self.content_encoding
         if self.want_text:
             rec.text = "".join(self.texts)
+            if self.tool_pieces:
+                rec.tool_calls = assemble(self.tool_pieces)
 
         # Status: the first that applies, most specific first.
         if end_state == "cancelled":

@@ -2,7 +2,9 @@
 view, the shapes and the report. Pure; no numpy, no pandas.
 
 An SLO is ``[SCENARIO:]METRIC=VALUE``: METRIC is ``error_rate`` (failed ÷ finished, cancelled
-excluded) or ``{ttft,ttft_visible,tpot,e2e,itl_max}_{pNN|mean|median}_ms`` (over ok requests).
+excluded), ``{ttft,ttft_visible,tpot,e2e,itl_max}_{pNN|mean|median}_ms`` (over ok requests) or
+``task_{pNN|mean|median}_s`` (agent workloads: the time to finish a task, over tasks that did not
+fail; a per-task SLO, judged on tasks, never on single requests).
 A load meets an SLO when the metric's value is ≤ the limit. A scoped SLO (``rag:ttft_p95_ms``)
 replaces the unscoped one of the same metric for that scenario.
 
@@ -23,11 +25,21 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 LATENCY_NAMES = ("ttft_visible", "itl_max", "ttft", "tpot", "e2e")
-_PATTERN = re.compile(r"^(ttft_visible|itl_max|ttft|tpot|e2e)_(p\d+(?:\.\d+)?|mean|median)_ms$")
+_PATTERN = re.compile(r"^(?:(ttft_visible|itl_max|ttft|tpot|e2e)_(p\d+(?:\.\d+)?|mean|median)_ms|"
+                      r"(task)_(p\d+(?:\.\d+)?|mean|median)_s)$")
 ERROR_RATE = "error_rate"
+TASK = "task"
 MIN_SAMPLES = 10  # fewer samples in a live window: no verdict
 DEFAULT_ERROR_BUDGET = 0.01  # failed ÷ finished a step may have unless told otherwise: failures count
-METRIC_HELP = "error_rate or {ttft,ttft_visible,tpot,e2e,itl_max}_{pNN,mean,median}_ms, e.g. tpot_p99_ms"
+METRIC_HELP = ("error_rate, {ttft,ttft_visible,tpot,e2e,itl_max}_{pNN,mean,median}_ms or task_{pNN,mean,median}_s, "
+               "e.g. tpot_p99_ms")
+
+
+def _groups(metric: str) -> tuple[str, str] | None:
+    m = _PATTERN.match(metric)
+    if m is None:
+        return None
+    return (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
 
 
 @dataclass(frozen=True)
@@ -40,21 +52,26 @@ class SLO:
 
     @property
     def name(self) -> str | None:
-        """The latency metric (``ttft``), None for error_rate."""
-        m = _PATTERN.match(self.metric)
-        return m.group(1) if m else None
+        """The latency metric (``ttft``, or ``task`` for task times), None for error_rate."""
+        g = _groups(self.metric)
+        return g[0] if g else None
+
+    @property
+    def per_task(self) -> bool:
+        """A task-time SLO (``task_p95_s``): judged over agent tasks, not request rows."""
+        return self.name == TASK
 
     @property
     def column(self) -> str | None:
-        """The request-row column it reads (``ttft_ms``), None for error_rate."""
+        """The request-row column it reads (``ttft_ms``), None for error_rate and task SLOs."""
         name = self.name
-        return None if name is None else f"{name}_ms"
+        return None if name is None or name == TASK else f"{name}_ms"
 
     @property
     def stat(self) -> str | None:
         """``p95``, ``mean`` or ``median``; None for error_rate."""
-        m = _PATTERN.match(self.metric)
-        return m.group(2) if m else None
+        g = _groups(self.metric)
+        return g[1] if g else None
 
     @property
     def quantile(self) -> float | None:
@@ -91,7 +108,7 @@ def parse_slo(text: str, where: str = "--slo") -> SLO:
         raise ValueError(f"{where} {text!r}: the limit must be a number >= 0, got {value.strip()!r}")
     if metric == ERROR_RATE and limit > 1:
         raise ValueError(f"{where} {text!r}: error_rate is a fraction between 0 and 1")
-    stat = match.group(2) if match else None
+    stat = _groups(metric)[1] if match else None
     if stat and stat.startswith("p") and not 0 < float(stat[1:]) <= 100:
         raise ValueError(f"{where} {text!r}: percentile must be in (0, 100]")
     return SLO(metric=metric, limit=limit, scenario=scope.strip() or None)
@@ -104,6 +121,12 @@ def parse_slo_mapping(mapping: Mapping[str, Any], scenario: str | None, where: s
         slo = parse_slo(f"{metric}={limit}", f"{where}.{metric}")
         out.append(SLO(slo.metric, slo.limit, scenario))
     return out
+
+
+def task_limit_s(slos: Iterable[SLO], scenario: str) -> float | None:
+    """The limit of the task SLO that applies to a scenario (the tightest, if several), in seconds."""
+    limits = [s.limit for s in slos_for(slos, scenario) if s.per_task]
+    return min(limits) if limits else None
 
 
 def slos_for(slos: Iterable[SLO], scenario: str | None) -> list[SLO]:

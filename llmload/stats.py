@@ -1,7 +1,10 @@
 """Per-scenario LLM statistics built from records: mergeable across processes. Pure, no I/O.
 
 Only ``ok`` requests feed the latency histograms; every status is counted. ITL histograms get
-every gap of every ok stream, so their percentiles are over chunks, not requests.
+every gap of every ok stream, so their percentiles are over chunks, not requests. Requests with
+a ``scheduled_time`` (open-loop arrivals, trace replay) also feed a schedule-lag histogram
+(``start_time − scheduled_time``, every status): the client falling behind its schedule. Agent
+tasks are added with :meth:`LLMStats.add_task` (:class:`llmload.tasks.TaskStats`).
 
 Usage::
 
@@ -18,19 +21,24 @@ from typing import Any
 
 from llmload.histogram import Histogram
 from llmload.record import CSV_COLUMNS, OK, STATUSES, RequestRecord, rounded
+from llmload.tasks import TaskRecord, TaskStats
 
 METRICS = ("ttft", "ttft_visible", "tpot", "itl", "itl_max", "e2e")
 QUANTILES = (("median", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0))
 AGGREGATED = "Aggregated"
-(_START, _STATUS, _TTFT, _TTFT_VIS, _TPOT, _E2E, _ITL_MAX, _PROMPT, _CACHED, _COMPLETION, _REQUESTED) = (
+LATE_MS = 10.0
+"""A request sent more than this after its scheduled time counts as late (the client fell behind)."""
+(_START, _STATUS, _TTFT, _TTFT_VIS, _TPOT, _E2E, _ITL_MAX, _PROMPT, _CACHED, _COMPLETION, _REQUESTED, _SCHEDULED,
+ _IMAGE) = (
     CSV_COLUMNS.index(c) for c in ("start_time", "status", "ttft_ms", "ttft_visible_ms", "tpot_ms", "e2e_ms",
                                    "itl_max_ms", "prompt_tokens", "cached_tokens", "completion_tokens",
-                                   "requested_input_tokens"))
+                                   "requested_input_tokens", "scheduled_time", "requested_image_tokens"))
 
 
 class ScenarioStats:
     __slots__ = ("hist", "status_counts", "output_tokens", "prompt_tokens", "cached_tokens", "first_start",
-                 "last_end", "requested_input", "reported_input", "compared", "compressed", "coalesced")
+                 "last_end", "requested_input", "reported_input", "compared", "compressed", "coalesced", "lag",
+                 "late", "requested_image", "tasks")
 
     def __init__(self) -> None:
         self.hist = {m: Histogram() for m in METRICS}
@@ -41,16 +49,21 @@ class ScenarioStats:
         self.first_start = math.inf
         self.last_end = -math.inf
         # requested vs reported prompt length, over ok requests that know both
-        self.requested_input = 0
+        self.requested_input = 0  # text tokens the workload asked for
         self.reported_input = 0
         self.compared = 0
         self.compressed = 0  # responses the server compressed despite Accept-Encoding: identity
         self.coalesced = 0  # reads that carried several output events (their gaps are not in ITL)
+        self.requested_image = 0  # image tokens the workload's pictures cost (Qwen2-VL's count)
+        self.lag = Histogram()  # schedule lag, ms
+        self.late = 0
+        self.tasks = TaskStats()
 
     def add(self, rec: RequestRecord) -> None:
-        self.add_values(rec.status, rec.meta.start_time, rec.ttft_ms, rec.ttft_visible_ms, rec.tpot_ms, rec.e2e_ms,
+        m = rec.meta
+        self.add_values(rec.status, m.start_time, rec.ttft_ms, rec.ttft_visible_ms, rec.tpot_ms, rec.e2e_ms,
                         rec.itl_max_ms, rec.prompt_tokens, rec.cached_tokens, rec.completion_tokens,
-                        rec.meta.requested_input_tokens)
+                        m.requested_input_tokens, m.scheduled_time, m.requested_image_tokens)
         if rec.status == OK and rec.itl_ms:
             self.hist["itl"].record_many(rec.itl_ms)
         if rec.content_encoding:
@@ -60,12 +73,17 @@ class ScenarioStats:
     def add_row(self, row: tuple) -> None:
         """Account a PREFIX_requests.csv row (tuple in CSV_COLUMNS order; no per-chunk ITL)."""
         self.add_values(row[_STATUS], row[_START], row[_TTFT], row[_TTFT_VIS], row[_TPOT], row[_E2E], row[_ITL_MAX],
-                        row[_PROMPT], row[_CACHED], row[_COMPLETION], row[_REQUESTED])
+                        row[_PROMPT], row[_CACHED], row[_COMPLETION], row[_REQUESTED], row[_SCHEDULED], row[_IMAGE])
 
     def add_values(self, st: str, start: float, ttft: float | None, ttft_visible: float | None, tpot: float | None,
                    e2e: float | None, itl_max: float | None, prompt: int | None, cached: int | None,
-                   completion: int | None, requested: int | None) -> None:
+                   completion: int | None, requested: int | None, scheduled: float | None = None,
+                   image: int | None = None) -> None:
         self.status_counts[st] = self.status_counts.get(st, 0) + 1
+        if scheduled is not None and start:
+            lag_ms = max(start - scheduled, 0.0) * 1000.0
+            self.lag.record(lag_ms)
+            self.late += lag_ms > LATE_MS
         if start < self.first_start:
             self.first_start = start
         end = start + (e2e or 0.0) / 1000.0
@@ -78,6 +96,7 @@ class ScenarioStats:
         self.cached_tokens += cached or 0
         if requested is not None and prompt is not None:
             self.requested_input += requested
+            self.requested_image += image or 0
             self.reported_input += prompt
             self.compared += 1
         h = self.hist
@@ -101,6 +120,10 @@ class ScenarioStats:
         self.compared += other.compared
         self.compressed += other.compressed
         self.coalesced += other.coalesced
+        self.requested_image += other.requested_image
+        self.lag.merge(other.lag)
+        self.late += other.late
+        self.tasks.merge(other.tasks)
 
     @property
     def requests(self) -> int:
@@ -117,6 +140,8 @@ class ScenarioStats:
             "t": [self.output_tokens, self.prompt_tokens, self.cached_tokens, self.requested_input,
                   self.reported_input, self.compared, self.compressed, self.coalesced],
             "w": [self.first_start if self.requests else None, self.last_end if self.requests else None],
+            "x": {"lag": self.lag.to_wire() if self.lag else None, "late": self.late, "img": self.requested_image,
+                  "tasks": self.tasks.to_wire() if self.tasks.count else None},
         }
 
     @classmethod
@@ -129,6 +154,13 @@ class ScenarioStats:
          s.compared, s.compressed, s.coalesced) = data["t"]
         if data["w"][0] is not None:
             s.first_start, s.last_end = data["w"]
+        x = data.get("x") or {}
+        if x.get("lag"):
+            s.lag = Histogram.from_wire(x["lag"])
+        s.late = x.get("late", 0)
+        s.requested_image = x.get("img", 0)
+        if x.get("tasks"):
+            s.tasks = TaskStats.from_wire(x["tasks"])
         return s
 
     def summary(self) -> dict[str, Any]:
@@ -152,6 +184,7 @@ class ScenarioStats:
             "total_tps": round((self.output_tokens + self.prompt_tokens) / duration, 3) if duration else None,
             "cache_hit_ratio": round(self.cached_tokens / self.prompt_tokens, 4) if self.prompt_tokens else None,
             "requested_input_tokens_mean": round(self.requested_input / self.compared, 2) if self.compared else None,
+            "requested_image_tokens_mean": round(self.requested_image / self.compared, 2) if self.compared else None,
             "prompt_tokens_mean": round(self.reported_input / self.compared, 2) if self.compared else None,
             "coalesced_reads": self.coalesced,
             "compressed_responses": self.compressed,
@@ -163,6 +196,12 @@ class ScenarioStats:
             for (label, _), v in zip(QUANTILES, values, strict=True):
                 row[f"{label}_{m}_ms"] = rounded(v)
             row[f"max_{m}_ms"] = rounded(h.max) if h else None
+        lag = self.lag
+        p50, p99 = lag.percentiles((50.0, 99.0)) if lag else (None, None)
+        row.update({"scheduled_requests": lag.count, "median_schedule_lag_ms": rounded(p50),
+                    "p99_schedule_lag_ms": rounded(p99), "max_schedule_lag_ms": rounded(lag.max) if lag else None,
+                    "late_requests": self.late})
+        row.update(self.tasks.summary())
         return row
 
 
@@ -184,6 +223,14 @@ class LLMStats:
             if d is None:
                 d = self._delta[name] = ScenarioStats()
             d.add(rec)
+
+    def add_task(self, task: TaskRecord, limit_s: float | None = None, track_delta: bool = False) -> None:
+        """Account one finished agent task (``limit_s``: its scenario's task SLO, if any)."""
+        for target in (self.scenarios, self._delta) if track_delta else (self.scenarios,):
+            s = target.get(task.scenario)
+            if s is None:
+                s = target[task.scenario] = ScenarioStats()
+            s.tasks.add(task, limit_s)
 
     def take_delta(self) -> dict[str, Any]:
         delta, self._delta = self._delta, {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmload.record import STATUSES
-from llmload.stats import AGGREGATED
+from llmload.stats import AGGREGATED, LATE_MS
 
 
 def format_summary(rows: list[dict[str, Any]], expected_hit_ratio: dict[str, float] | None = None) -> str:
@@ -53,15 +53,47 @@ def format_summary(rows: list[dict[str, Any]], expected_hit_ratio: dict[str, flo
             continue
         parts = []
         if r.get("requested_input_tokens_mean") is not None:
-            parts.append(f"input tokens requested {r['requested_input_tokens_mean']:.1f} vs server-reported "
-                         f"{r['prompt_tokens_mean']:.1f} (mean)")
+            image = r.get("requested_image_tokens_mean") or 0.0
+            asked = (f"{r['requested_input_tokens_mean']:.1f} text + {image:.1f} image" if image
+                     else f"{r['requested_input_tokens_mean']:.1f}")
+            parts.append(f"input tokens requested {asked} vs server-reported {r['prompt_tokens_mean']:.1f} (mean)")
         if r.get("cached_tokens"):
             exp = (expected_hit_ratio or {}).get(r["scenario"])
             parts.append(f"prefix-cache hit ratio {r['cache_hit_ratio']:.3f} (cached ÷ prompt tokens)"
                          + (f", at most {exp:.3f} expected from the scenario" if exp is not None else ""))
         if parts:
             lines.append(f"{r['scenario']}: " + "; ".join(parts))
+        if r.get("tasks"):
+            lines.append(f"{r['scenario']}: " + task_line(r))
+        if r.get("scheduled_requests"):
+            lines.append(schedule_line(r))
     return "\n".join(lines)
+
+
+def task_line(r: dict[str, Any]) -> str:
+    """Agent tasks of one scenario row: outcomes, task time, calls and tokens per task, the SLO share."""
+    def s(v: Any) -> str:
+        return "-" if v is None else f"{v:.2f} s"
+
+    text = (f"{r['tasks']} tasks ({r['tasks_answered']} answered, {r['tasks_step_limit']} at the step limit, "
+            f"{r['tasks_failed']} failed); task time p50 {s(r['median_task_s'])}, p95 {s(r['p95_task_s'])}, "
+            f"p99 {s(r['p99_task_s'])}; per task {r['calls_per_task']:.2f} calls, "
+            f"{r['prompt_tokens_per_task']:,.0f} prompt + {r['completion_tokens_per_task']:,.0f} completion tokens")
+    if r.get("tasks_within_slo") is not None:
+        text += f"; {r['tasks_within_slo']:.1%} of tasks finished within the task SLO"
+    return text
+
+
+def schedule_line(r: dict[str, Any]) -> str:
+    """Whether the client kept to the schedule (trace times, open-loop arrivals) of one scenario."""
+    n, late = r["scheduled_requests"], r["late_requests"]
+    lag = f"lag p50 {r['median_schedule_lag_ms']:.2f} ms, p99 {r['p99_schedule_lag_ms']:.2f} ms, " \
+          f"max {r['max_schedule_lag_ms']:.1f} ms"
+    if late:
+        return (f"BEHIND SCHEDULE: {r['scenario']}: {late} of {n} requests were sent more than {LATE_MS:g} ms after "
+                f"their scheduled time ({lag}); the client fell behind the trace or arrival process: give it more "
+                "users (-u) or worker processes (--processes)")
+    return f"{r['scenario']}: every one of {n} scheduled requests sent within {LATE_MS:g} ms of its time ({lag})"
 
 
 def run_notes(limited_intervals: list[str], stop_reason: str, interval_s: float) -> str:

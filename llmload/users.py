@@ -30,12 +30,16 @@ from locust import User, constant, task
 
 from llmload.config import UserSetup
 from llmload.plugin import get_plugin
-from llmload.protocol import ENDPOINTS, encode_body
+from llmload.protocol import ENDPOINTS
 from llmload.record import RequestMeta, RequestRecord
+from llmload.task_loops import replay_one, run_agent_task
 from llmload.transport import Transport, make_transport
+from llmload.workload.agent import AgentWorkload
 from llmload.workload.arrival import ArrivalGate
 from llmload.workload.base import LLMRequest, Workload
 from llmload.workload.builder import ScenarioWorkload, stable_seed
+from llmload.workload.images import ImageSet
+from llmload.workload.replay import TraceWorkload, selected_trace
 from llmload.workload.scenario import ScenarioSpec, WorkloadSpec, load_scenario_cached, resolve_scenario_path
 from llmload.workload.synthetic import SyntheticChat
 
@@ -91,6 +95,7 @@ class LLMUser(User):
         self._gate: ArrivalGate | None = None
         self._arrival_rate = 0.0
         self.endpoint_name = "chat"
+        self._loop: Any = None  # trace replay or agent tasks: the task body instead of one request
 
     # -- lifecycle -------------------------------------------------------------------------------
     def on_start(self) -> None:
@@ -110,6 +115,12 @@ class LLMUser(User):
         else:
             self.scenario_name = spec.name
             self.source = self._scenario_workload(scenario_spec, spec, model, endpoint, setup)
+            if spec.trace is not None:
+                trace = selected_trace(spec.trace)
+                schedule = plugin.replay.schedule_for(spec.name, trace)
+                self._loop = lambda: replay_one(self, schedule, self.source, trace.rate)
+            elif spec.agent is not None:
+                self._loop = lambda: run_agent_task(self, self.source)
             shared = plugin.shared
             if spec.max_concurrent:
                 self._cap = shared.semaphore(("concurrent", spec.name), spec.max_concurrent)
@@ -154,16 +165,26 @@ class LLMUser(User):
         return rng.choices(scenario.workloads, weights=[w.weight for w in scenario.workloads])[0]
 
     def _scenario_workload(self, scenario: ScenarioSpec, spec: WorkloadSpec, model: str, endpoint: str,
-                           setup: UserSetup) -> ScenarioWorkload:
+                           setup: UserSetup) -> Workload:
         p = self.plugin
         shared = p.shared
+        text = shared.text_source(scenario.seed + p.worker_index, scenario.tokenizer)
+        ignore_eos = True if p.option("ignore_eos") else None
+        im = spec.images
+        images = None if im is None else ImageSet(im.count, im.width, im.height, im.format, im.distinct,
+                                                  stable_seed(scenario.seed, spec.name, "images"))
+        if spec.trace is not None:
+            return TraceWorkload(spec, scenario.seed, self.seed(), model, text, images=images, ignore_eos=ignore_eos,
+                                 chat=endpoint == "chat")
+        if spec.agent is not None:
+            return AgentWorkload(spec, self.seed(), model, text, images=images, input_tokens=setup.input_override,
+                                 output_tokens=setup.output_override, ignore_eos=ignore_eos)
         return ScenarioWorkload(
-            spec, scenario_seed=scenario.seed, user_seed=self.seed(), model=model,
-            text=shared.text_source(scenario.seed + p.worker_index, scenario.tokenizer),
+            spec, scenario_seed=scenario.seed, user_seed=self.seed(), model=model, text=text,
             prefixes=shared.prefix_pool(scenario, spec),
             conversations=shared.conversations(spec) if spec.dataset is not None else None,
             input_tokens=setup.input_override, output_tokens=setup.output_override,
-            ignore_eos=True if p.option("ignore_eos") else None, endpoint=endpoint)
+            ignore_eos=ignore_eos, endpoint=endpoint, images=images)
 
     def seed(self) -> int:
         """Reproducible and different per worker and per user: (seed, worker index, user number)."""
@@ -172,6 +193,9 @@ class LLMUser(User):
     # -- the task --------------------------------------------------------------------------------
     @task
     def generate(self) -> None:
+        if self._loop is not None:  # a trace entry at its time, or a whole agent task
+            self._loop()
+            return
         assert self.source is not None
         request = self.source.next_request()
         if request.wait_s > 0:
@@ -180,16 +204,21 @@ class LLMUser(User):
         if self._gate is not None:
             scheduled = self._gate.take()
             rate = self.plugin.rate_override or self._arrival_rate
-        if self._cap is not None:
-            with self._cap:
-                rec = self.send(request, scheduled, rate)
-        else:
-            rec = self.send(request, scheduled, rate)
+        rec = self.send_capped(request, scheduled, rate)
         self.source.on_reply(request, rec.text, rec.ok)
 
+    def send_capped(self, request: LLMRequest, scheduled_time: float | None = None,
+                    arrival_rate: float | None = None, body: bytes | None = None) -> RequestRecord:
+        """:meth:`send` within the workload's concurrency cap, if it has one."""
+        if self._cap is not None:
+            with self._cap:
+                return self.send(request, scheduled_time, arrival_rate, body)
+        return self.send(request, scheduled_time, arrival_rate, body)
+
     def send(self, request: LLMRequest, scheduled_time: float | None = None,
-             arrival_rate: float | None = None) -> RequestRecord:
-        """Stream one request and record it (also when the test cuts it off)."""
+             arrival_rate: float | None = None, body: bytes | None = None) -> RequestRecord:
+        """Stream one request and record it (also when the test cuts it off). ``body``: the
+        request already encoded (a trace entry is encoded before its due time)."""
         assert self.transport is not None
         runner = self.environment.runner
         meta = RequestMeta(
@@ -204,8 +233,11 @@ class LLMUser(User):
             scheduled_time=scheduled_time,
             requested_input_tokens=request.input_tokens,
             arrival_rate=arrival_rate,
+            step_kind=request.step_kind,
+            requested_image_tokens=request.image_tokens,
         )
-        body = encode_body(request.body(self.endpoint_name))
+        if body is None:
+            body = request.encode(self.endpoint_name)
         in_flight = self.plugin.in_flight
         in_flight[request.scenario] = in_flight.get(request.scenario, 0) + 1
         try:

@@ -66,7 +66,9 @@ def test_chat_locustfile(server, tmp_path):
     rows = run(server, tmp_path, "chat.py", "-u", "4", "-r", "4", "-t", "4s", "--input-tokens", "20-120",
                "--output-tokens", "32")
     assert (rows["completion_tokens"] == 32).all()  # ignore_eos: every reply exactly max_tokens
-    assert rows["ttft_ms"].notna().all() and (rows["tpot_ms"] > 0).all()
+    # this model writes 32 tokens in ~8 ms: a read may carry them all (TPOT 0, counted as coalesced)
+    assert rows["ttft_ms"].notna().all() and (rows["tpot_ms"] >= 0).all()
+    assert ((rows["tpot_ms"] > 0) | (rows["coalesced_reads"] > 0)).all()
 
 
 def test_rag_locustfile_reports_llamacpps_prefix_cache(server, tmp_path):

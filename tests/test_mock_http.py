@@ -172,10 +172,11 @@ def test_metrics_use_vllm_names(mock_factory):
     conn = http.client.HTTPConnection("127.0.0.1", m.port, timeout=10)
     conn.request("GET", "/metrics")
     text = conn.getresponse().read().decode()
-    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:gpu_cache_usage_perc",
+    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:num_preemptions_total",
                  "vllm:kv_cache_usage_perc", "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
                  "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
-                 "vllm:time_to_first_token_seconds_bucket", "vllm:time_per_output_token_seconds_count"):
+                 "vllm:time_to_first_token_seconds_bucket", "vllm:inter_token_latency_seconds_count",
+                 "vllm:request_queue_time_seconds_sum", "vllm:e2e_request_latency_seconds_bucket"):
         assert name in text, name
     hits = float(re.search(r'vllm:prefix_cache_hits_total\{[^}]*\} (\S+)', text).group(1))
     assert hits == 400  # the second request reuses the 25 whole blocks of the shared system prompt

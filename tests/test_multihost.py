@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+import pandas as pd
 import pytest
 
 from tests.conftest import ROOT, Mock
@@ -154,7 +155,8 @@ def test_master_and_two_workers_on_separate_hosts(tmp_path):
 
         peers: set[str] = set()
         deadline = time.monotonic() + 60
-        while peers != {topo.addr("w1"), topo.addr("w2")} and master.poll() is None and time.monotonic() < deadline:
+        while not {topo.addr("w1"), topo.addr("w2")} <= peers and master.poll() is None \
+                and time.monotonic() < deadline:
             peers |= mock_peers(topo)
             time.sleep(0.2)
         try:
@@ -168,8 +170,11 @@ def test_master_and_two_workers_on_separate_hosts(tmp_path):
         assert [w.returncode for w in workers] == [0, 0], logs["w1"][-2000:] + logs["w2"][-2000:]
         after = {h: (topo.link_counters(h), topo.port_counters(h)) for h in topo.hosts}
 
-        # The workers, and only they, talked to the mock, from their own addresses.
-        assert peers == {topo.addr("w1"), topo.addr("w2")}
+        # The workers, and only they, sent the mock requests, from their own addresses; the master
+        # only read its /metrics (once per interval, the one process that does).
+        assert {topo.addr("w1"), topo.addr("w2")} <= peers <= {topo.addr("w1"), topo.addr("w2"), topo.addr("master")}
+        scraped = pd.read_csv(f"{prefix}_server_metrics.csv").query("metric == 'up'")
+        assert set(scraped["endpoint"]) == {mock_url + "/metrics"} and (scraped["value"] == 1).all()
         for w in ("w1", "w2"):
             assert topo.links(w) == ["lo", "eth0"]
             main = [r for r in topo.routes(w) if r.get("table") != "local"]

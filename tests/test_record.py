@@ -106,7 +106,8 @@ def test_http_statuses_and_row_shape():
         "request_id", "start_time", "scenario", "status", "http_status", "ttft_ms", "ttft_visible_ms", "tpot_ms",
         "e2e_ms", "itl_max_ms", "prompt_tokens", "cached_tokens", "completion_tokens", "max_tokens",
         "token_source", "finish_reason", "users", "worker", "session_id", "turn", "error", "scheduled_time",
-        "requested_input_tokens", "arrival_rate", "run_id", "coalesced_reads")
+        "requested_input_tokens", "arrival_rate", "run_id", "coalesced_reads", "step_kind",
+        "requested_image_tokens")
 
 
 def test_e2e_of_a_failed_request_runs_to_the_moment_it_failed():

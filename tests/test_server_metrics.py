@@ -208,16 +208,17 @@ def test_vllm_samples_map_to_common_names_and_keep_the_rest():
     assert not any(m.endswith("_created") for m in by)
 
 
-def test_mock_engine_exposition_maps_with_its_deprecated_vllm_names():
+def test_mock_engine_exposition_maps_with_vllm_v1_names():
     body = render_metrics(FixedEngine(), "mock-model", {"ok": 3, "error": 1})
     exposition = parse_exposition(body, source="llmload mock")
     assert detect_engine(exposition) == "vllm"
     snap = snapshot(exposition)
     assert snap.gauges == {"requests_running": 0.0, "requests_waiting": 0.0, "kv_cache_usage": 0.0}
-    assert set(snap.histograms) == {"server_ttft_seconds", "server_itl_seconds"}  # from time_per_output_token
+    assert set(snap.histograms) == {"server_ttft_seconds", "server_itl_seconds", "server_queue_time_seconds",
+                                    "server_e2e_seconds"}
     metrics = {r.metric for r in map_samples(exposition, "vllm")}
-    assert "vllm:gpu_cache_usage_perc" not in metrics  # duplicate of kv_cache_usage_perc: dropped
-    assert "vllm:time_per_output_token_seconds_bucket" not in metrics
+    assert "vllm:gpu_cache_usage_perc" not in metrics and "preemptions" in metrics
+    assert "vllm:request_time_per_output_token_seconds_bucket" in metrics  # not a common metric: kept raw
 
 
 def test_older_vllm_names_are_used_when_the_new_ones_are_missing():

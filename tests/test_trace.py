@@ -436,3 +436,20 @@ def test_prompt_from_hash_ids():
     a, b = next((x, y) for x, y in zip(reqs, reqs[1:], strict=False) if x.hash_ids[:1] == y.hash_ids[:1])
     pa, pb = (prompt_from_hash_ids(r.hash_ids, r.input_tokens).split(" ") for r in (a, b))
     assert pa[:512] == pb[:512]
+
+
+# ---- a scenario's trace: read once at init ------------------------------------------------------
+
+def test_a_bad_trace_line_ends_the_run_at_init_with_file_and_line(tmp_path):
+    bad = write(tmp_path, "bad.jsonl", mc(0) + "\n" + mc(5, n_in=-3) + "\n")
+    scen = tmp_path / "t.yaml"
+    scen.write_text(f"workloads:\n  t: {{trace: {{path: {bad}}}}}\n")
+    lf = tmp_path / "lf.py"
+    lf.write_text(f"from llmload import LLMUser\nclass U(LLMUser):\n    scenario = {str(scen)!r}\n")
+    res = subprocess.run([sys.executable, "-m", "locust", "-f", str(lf), "--host", "http://127.0.0.1:9", "--headless",
+                          "-u", "1", "-t", "2s"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": ROOT},
+                         capture_output=True, text=True, timeout=60)
+    lines = [x for x in (res.stdout + res.stderr).splitlines() if x.startswith("llmload: ")]
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert lines == [f"llmload: {scen}: workloads.t.trace: {bad}:2: input_length: expected a whole number >= 0, "
+                     "got -3"]

@@ -219,7 +219,8 @@ def test_every_shipped_scenario_loads():
     assert len(paths) >= 6
     for path in paths:
         spec = load_scenario(path)
-        assert spec.workloads and all(w.input_tokens is not None or w.dataset is not None for w in spec.workloads)
+        assert spec.workloads and all(w.input_tokens is not None or w.dataset is not None or w.trace is not None
+                                      for w in spec.workloads)
     with pytest.raises(ScenarioError, match="cannot read"):
         load_scenario("scenarios/none.yaml")
 

@@ -30,8 +30,8 @@ from collections import deque
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 
+from llmload.mock.metrics_state import EngineStats
 from llmload.mock.prefix_cache import BLOCK_SIZE, PrefixCache, prompt_block_hashes
-from llmload.mock.prometheus import TPOT_BUCKETS, TTFT_BUCKETS, LatencyHistogram
 
 
 @dataclass(frozen=True)
@@ -114,18 +114,6 @@ class Emission:
     generated: int
 
 
-class EngineStats:
-    """Counters the /metrics endpoint exposes, updated by the engines."""
-
-    def __init__(self) -> None:
-        self.prompt_tokens = 0
-        self.generation_tokens = 0
-        self.requests_finished = 0
-        self.requests_aborted = 0
-        self.ttft = LatencyHistogram(TTFT_BUCKETS)
-        self.tpot = LatencyHistogram(TPOT_BUCKETS)
-
-
 class EngineBase:
     def __init__(self) -> None:
         self._ids = itertools.count(1)
@@ -135,17 +123,22 @@ class EngineBase:
     def _emit(self, seq: Sequence, tokens: int, now: float, out: list[Emission]) -> None:
         first = seq.generated == 0
         seq.generated += tokens
-        self.stats.generation_tokens += tokens
+        stats = self.stats
+        stats.generation_tokens += tokens
         if first:
             seq.first_token_time = now
-            self.stats.ttft.observe(now - seq.arrival)
+            if stats.ttft is not None:
+                stats.ttft.observe(now - seq.arrival)
+        elif stats.itl is not None and seq.last_token_time is not None:
+            stats.itl.observe((now - seq.last_token_time) / tokens)
         seq.last_token_time = now
         done = seq.generated >= seq.request.output_tokens
         if done:
             seq.state = "finished"
-            self.stats.requests_finished += 1
+            tpot = None
             if seq.generated > 1 and seq.first_token_time is not None:
-                self.stats.tpot.observe((now - seq.first_token_time) / (seq.generated - 1))
+                tpot = (now - seq.first_token_time) / (seq.generated - 1)
+            stats.finished(seq.prompt_len, seq.cached_tokens, seq.generated, now - seq.arrival, tpot)
         req = seq.request
         if req.stall_s > 0 and seq.generated == req.stall_after and not done:
             seq.held_until = now + req.stall_s
@@ -182,6 +175,7 @@ class BatchingEngine(EngineBase):
         )
         if self.params.prefix_caching:
             seq.block_hashes = prompt_block_hashes(words)
+        self.stats.submitted(seq.prompt_len, request.output_tokens)
         if request.output_tokens <= 0:
             seq.state = "finished"
             return seq
@@ -295,7 +289,7 @@ class BatchingEngine(EngineBase):
             seq.kv_reserved = need
             self.kv_used += need
             seq.cached_tokens = self.prefix_cache.lookup(seq.block_hashes, seq.prompt_len)
-            self.stats.prompt_tokens += seq.prompt_len
+            self.stats.admitted(seq.prompt_len, now - seq.ready_at)
             seq.state = "running"
             self.running.append(seq)
         self.waiting = kept
@@ -357,3 +351,7 @@ class BatchingEngine(EngineBase):
     @property
     def kv_usage(self) -> float:
         return self.kv_used / self.params.kv_capacity_tokens
+
+    @property
+    def kv_capacity(self) -> int:
+        return self.params.kv_capacity_tokens

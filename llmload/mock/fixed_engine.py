@@ -30,7 +30,8 @@ class FixedEngine(EngineBase):
     def submit(self, request: EngineRequest, now: float) -> Sequence:
         seq = Sequence(seq_id=next(self._ids), request=request, prompt_len=max(1, len(request.prompt_words)),
                        arrival=now, ready_at=now + request.slow_first_s)
-        self.stats.prompt_tokens += seq.prompt_len
+        self.stats.submitted(seq.prompt_len, request.output_tokens)
+        self.stats.admitted(seq.prompt_len, 0.0)
         if request.output_tokens <= 0:
             seq.state = "finished"
             return seq
@@ -77,3 +78,6 @@ class FixedEngine(EngineBase):
     @property
     def kv_usage(self) -> float:
         return 0.0
+
+    kv_used = 0
+    kv_capacity = 0  # no KV model: TGI's KV ratio is then left out

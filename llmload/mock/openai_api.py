@@ -1,8 +1,13 @@
 """The OpenAI wire format as the mock speaks it, shaped like vLLM's output. Pure: no I/O.
 
-Prompt tokens are counted deterministically as whitespace-separated words over every message's
-text (chat) or the prompt (completions); template tokens are not added. Generated tokens are
-words, one per chunk, each sent as ``" word"``.
+Prompt tokens are counted deterministically as whitespace-separated words: first the words of
+each offered tool's JSON (``json.dumps`` of the definition; servers render tools into the
+prompt), then every message's text (chat) or the prompt (completions), with an assistant
+message's tool calls as the words of their names and arguments; template tokens are not added.
+An ``image_url`` part (a base64 data URL) costs what Qwen2-VL charges for it
+(:mod:`.vision`), as that many copies of a word naming the picture (a hash of its URL), so the
+same picture is the same cacheable prefix. Generated tokens are words, one per chunk, each
+sent as ``" word"`` (tool calls and JSON replies: :mod:`.structured`).
 """
 
 from __future__ import annotations
@@ -10,7 +15,11 @@ from __future__ import annotations
 import json
 import math
 import random
-from dataclasses import dataclass
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmload.mock.vision import ImageError, count_image_tokens
 
 VOCAB = (
     "the of and to in is that for it as with was on be by at this are from or an have not they "
@@ -36,20 +45,49 @@ class ParsedRequest:
     stream: bool
     include_usage: bool
     responses: bool = False  # the Responses API (its own stream shape)
+    tools: list[Any] = field(default_factory=list)
+    tool_choice: Any = None
+    response_format: Any = None
+    image_tokens: int = 0
 
 
-def _text_of(content: object, where: str) -> str:
+def _words_of(content: object, where: str, images: list[int]) -> list[str]:
+    """A message content's words; each image part adds its tokens (counted into ``images``)."""
     if isinstance(content, str):
-        return content
+        return content.split()
     if content is None:
-        return ""
-    if isinstance(content, list):  # [{"type": "text", "text": ...}, ...]
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-        return " ".join(parts)
+        return []
+    if isinstance(content, list):  # [{"type": "text", "text": ...}, {"type": "image_url", ...}, ...]
+        out: list[str] = []
+        for i, part in enumerate(content):
+            if not isinstance(part, dict):
+                continue
+            if isinstance(part.get("text"), str):
+                out += part["text"].split()
+            elif part.get("type") == "image_url":
+                inner = part.get("image_url")
+                url = inner.get("url") if isinstance(inner, dict) else inner
+                if not isinstance(url, str):
+                    raise BadRequest(f"{where}[{i}].image_url: expected {{url: 'data:image/...;base64,...'}}")
+                try:
+                    n = count_image_tokens(url)
+                except ImageError as e:
+                    raise BadRequest(f"{where}[{i}].image_url: {e}") from None
+                images.append(n)
+                out += [f"<image:{zlib.crc32(url.encode()):08x}>"] * n
+        return out
     raise BadRequest(f"{where}: expected a string or a list of content parts")
+
+
+def _tool_call_words(calls: object, where: str) -> list[str]:
+    if not isinstance(calls, list):
+        raise BadRequest(f"{where}: expected a list of tool calls")
+    out: list[str] = []
+    for call in calls:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if isinstance(fn, dict):
+            out += str(fn.get("name", "")).split() + str(fn.get("arguments", "")).split()
+    return out
 
 
 def _int_field(body: dict, key: str) -> int | None:
@@ -68,15 +106,21 @@ def parse_body(body_bytes: bytes, chat: bool, default_model: str) -> ParsedReque
         raise BadRequest(f"request body is not valid JSON: {e}") from None
     if not isinstance(body, dict):
         raise BadRequest("request body: expected a JSON object")
+    images: list[int] = []
+    tools = body.get("tools") or []
+    if not isinstance(tools, list):
+        raise BadRequest("tools: expected a list of tool definitions")
     if chat:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise BadRequest("messages: expected a non-empty list")
-        words: list[str] = []
+        words = [w for t in tools for w in json.dumps(t).split()]
         for i, m in enumerate(messages):
             if not isinstance(m, dict):
                 raise BadRequest(f"messages[{i}]: expected an object")
-            words += _text_of(m.get("content"), f"messages[{i}].content").split()
+            words += _words_of(m.get("content"), f"messages[{i}].content", images)
+            if m.get("tool_calls"):
+                words += _tool_call_words(m["tool_calls"], f"messages[{i}].tool_calls")
     else:
         prompt = body.get("prompt")
         if isinstance(prompt, list):
@@ -97,6 +141,10 @@ def parse_body(body_bytes: bytes, chat: bool, default_model: str) -> ParsedReque
         min_tokens=_int_field(body, "min_tokens") or 0,
         stream=bool(body.get("stream", False)),
         include_usage=bool(isinstance(stream_options, dict) and stream_options.get("include_usage")),
+        tools=tools if chat else [],
+        tool_choice=body.get("tool_choice"),
+        response_format=body.get("response_format"),
+        image_tokens=sum(images),
     )
 
 
@@ -164,6 +212,19 @@ class StreamFormatter:
         return (self._head + b'"text":' + t + b',"logprobs":null,"finish_reason":' + finish + ids
                 + b',"token_ids":null}],"kv_transfer_params":null}\n\n')
 
+    def tool_call(self, call_id: str, name: str | None, arguments: str, finish_reason: str | None = None) -> bytes:
+        """A ``delta.tool_calls`` chunk as vLLM streams it: the first with ``id``, ``type`` and the
+        function ``name`` (``name`` given), the others with an ``arguments`` piece."""
+        if name is not None:
+            call: dict[str, Any] = {"id": call_id, "type": "function", "index": 0, "function": {"name": name}}
+            if arguments:
+                call["function"]["arguments"] = arguments
+        else:
+            call = {"index": 0, "function": {"arguments": arguments}}
+        finish = b"null" if finish_reason is None else b'"' + finish_reason.encode() + b'"'
+        return (self._head + b'"tool_calls":[' + json.dumps(call, separators=(",", ":")).encode()
+                + b']},"logprobs":null,"finish_reason":' + finish + b"}]}\n\n")
+
     def usage(self, prompt: int, completion: int, cached: int) -> bytes:
         usage = {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion,
                  "prompt_tokens_details": {"cached_tokens": cached}}
@@ -183,12 +244,17 @@ class StreamFormatter:
 
 
 def full_response(chat: bool, request_id: str, model: str, created: int, text: str, finish_reason: str,
-                  prompt: int, completion: int, cached: int) -> bytes:
+                  prompt: int, completion: int, cached: int, tool_call: tuple[str, str] | None = None) -> bytes:
+    """A non-streamed reply; ``tool_call`` = (id, name) makes ``text`` the call's arguments."""
     usage = {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion,
              "prompt_tokens_details": {"cached_tokens": cached}}
     if chat:
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if tool_call is not None:
+            message = {"role": "assistant", "content": None, "tool_calls": [
+                {"id": tool_call[0], "type": "function", "function": {"name": tool_call[1], "arguments": text}}]}
         body = {"id": f"chatcmpl-{request_id}", "object": "chat.completion", "created": created, "model": model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                "choices": [{"index": 0, "message": message,
                              "logprobs": None, "finish_reason": finish_reason}], "usage": usage}
     else:
         body = {"id": f"cmpl-{request_id}", "object": "text_completion", "created": created, "model": model,

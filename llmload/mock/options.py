@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from llmload.mock.engine import EngineParams
 from llmload.mock.faults import Fault, parse_fault_rate
+from llmload.mock.metrics_state import METRIC_FORMATS
 from llmload.mock.profiles import DEFAULT_PROFILE, PROFILES, Profile, get_profile
 
 ENGINE_FLAGS = {f.name: f.type for f in dataclasses.fields(EngineParams)}
@@ -27,6 +28,8 @@ class MockConfig:
     log_path: str | None = None
     log_tokens: bool = False  # the log also lists every streamed token's send time
     output_mean_tokens: int = 256
+    tool_call_rate: float = 0.5  # share of tool_choice "auto" replies that call a tool
+    metrics_format: str = "vllm"  # names and counting of /metrics: vllm, sglang or tgi
 
 
 def port_number(text: str) -> int:
@@ -40,6 +43,17 @@ def port_number(text: str) -> int:
     return port
 
 
+def probability(text: str) -> float:
+    """An argparse type: a number from 0 to 1."""
+    try:
+        p = float(text)
+    except ValueError:
+        p = -1.0
+    if not 0.0 <= p <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a probability from 0 to 1, got {text!r}")
+    return p
+
+
 def add_mock_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=port_number, default=8000, help="port (0: any free port; default 8000)")
@@ -51,8 +65,13 @@ def add_mock_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="model name to report (default: the profile's)")
     p.add_argument("--seed", type=int, default=0, help="seed for output lengths and fault draws")
     p.add_argument("--output-mean-tokens", type=int, help="median output length when ignore_eos is not set")
+    p.add_argument("--tool-call-rate", type=probability, default=0.5, metavar="P",
+                   help="share of replies that call a tool when tools are offered with tool_choice auto "
+                        "(required or a named function: always; none: never; default 0.5)")
     p.add_argument("--ttft-ms", type=float, help="fixed profile: first-token delay")
     p.add_argument("--itl-ms", type=float, help="fixed profile: interval between tokens")
+    p.add_argument("--metrics-format", choices=METRIC_FORMATS, default="vllm",
+                   help="/metrics names and counting of this engine (default vllm)")
     p.add_argument("--fault", action="append", default=[], metavar="VALUE=RATE",
                    help="inject a fault into a share of requests, e.g. 429=0.05, disconnect:10=0.01, "
                         "stall:2=0.01 (repeatable)")
@@ -98,4 +117,6 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
         log_path=args.log,
         log_tokens=bool(getattr(args, "log_tokens", False)),
         output_mean_tokens=args.output_mean_tokens or profile.output_mean_tokens,
+        tool_call_rate=args.tool_call_rate,
+        metrics_format=getattr(args, "metrics_format", None) or "vllm",
     )

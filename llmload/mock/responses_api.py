@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llmload.mock.openai_api import BadRequest, ParsedRequest, _int_field, _text_of
+from llmload.mock.openai_api import BadRequest, ParsedRequest, _int_field, _words_of
 
 
 def parse_responses_body(body_bytes: bytes, default_model: str) -> ParsedRequest:
@@ -27,13 +27,14 @@ def parse_responses_body(body_bytes: bytes, default_model: str) -> ParsedRequest
         raise BadRequest("request body: expected a JSON object")
     given = body.get("input")
     words: list[str] = []
+    images: list[int] = []
     if isinstance(given, str):
         words = given.split()
     elif isinstance(given, list) and given:
         for i, m in enumerate(given):
             if not isinstance(m, dict):
                 raise BadRequest(f"input[{i}]: expected an object")
-            words += _text_of(m.get("content"), f"input[{i}].content").split()
+            words += _words_of(m.get("content"), f"input[{i}].content", images)
     else:
         raise BadRequest("input: expected a string or a non-empty list of messages")
     if isinstance(body.get("instructions"), str):
@@ -48,6 +49,7 @@ def parse_responses_body(body_bytes: bytes, default_model: str) -> ParsedRequest
         stream=bool(body.get("stream", False)),
         include_usage=True,  # the completed event always carries usage
         responses=True,
+        image_tokens=sum(images),
     )
 
 

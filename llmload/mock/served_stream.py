@@ -1,5 +1,7 @@
 """The stream the mock serves for one request: the engine's emissions → SSE frames (vLLM's shape)
 → HTTP chunks on the socket, with the injected faults (disconnect, malformed, stream error).
+A reply planned as JSON or as a tool call (:mod:`.structured`) streams its ``pieces``, one per
+token, instead of words; a tool call as ``delta.tool_calls``, ending in ``finish_reason: tool_calls``.
 
 The mock's driver greenlet calls :meth:`ServedStream.on_emission` for every emission, in order,
 and the bytes go straight to the socket (non-blocking); what does not fit waits in ``outbox``
@@ -32,7 +34,7 @@ class ServedStream:
 
     __slots__ = ("engine", "sock", "raw", "req", "rid", "fmt", "fault", "seq", "outbox", "attention",
                  "done", "gone", "text", "arrival_mono", "arrival_unix", "first_mono", "last_mono",
-                 "sent", "finish_reason", "watcher", "outcome", "max_tokens_cap", "token_monos")
+                 "sent", "finish_reason", "watcher", "outcome", "max_tokens_cap", "token_monos", "pieces", "tool")
 
     def __init__(self, engine: BatchingEngine | FixedEngine, sock: socket.socket, req: api.ParsedRequest, rid: str,
                  fault: Fault | None, arrival_mono: float, arrival_unix: float) -> None:
@@ -60,6 +62,8 @@ class ServedStream:
         self.outcome = "completed"
         self.max_tokens_cap = 0
         self.token_monos: list[float] | None = None  # --log-tokens: each token's send time
+        self.pieces: list[str] | None = None  # JSON or tool-call reply: one piece per token
+        self.tool: tuple[str, str] | None = None  # (call id, function name) of a tool-call reply
 
     # -- called by the driver, in order, for every emission -------------------------------------
     def on_emission(self, tokens: int, first: bool, finished: bool, generated: int) -> None:
@@ -70,18 +74,26 @@ class ServedStream:
         seq = self.seq
         assert seq is not None
         start = generated - tokens
-        words = [api.token_text(seq.seq_id, start + i) for i in range(tokens)]
+        if self.pieces is None:
+            words = [api.token_text(seq.seq_id, start + i) for i in range(tokens)]
+        else:
+            words = self.pieces[start:generated]
         self.text += words
         self.sent = generated
         if finished:
-            self.finish_reason = "length" if generated >= self.max_tokens_cap else "stop"
+            self.finish_reason = "tool_calls" if self.tool is not None else (
+                "length" if generated >= self.max_tokens_cap else "stop")
         if not self.req.stream:
             if finished:
                 self._finish()
             return
         fmt = self.fmt
         parts = [fmt.role()] if first else []
-        parts.append(fmt.token("".join(words), self.finish_reason if finished else None))
+        finish = self.finish_reason if finished else None
+        if self.tool is None:
+            parts.append(fmt.token("".join(words), finish))
+        else:
+            parts.append(fmt.tool_call(self.tool[0], self.tool[1] if start == 0 else None, "".join(words), finish))
         fault = self.fault
         end = finished
         if fault is not None and fault.kind in ("disconnect", "malformed", "stream_error") \

@@ -33,11 +33,13 @@ from llmload.mock.engine import BatchingEngine, EngineRequest
 from llmload.mock.faults import Fault, FaultPicker
 from llmload.mock.fixed_engine import FixedEngine
 from llmload.mock.http_request import RequestError, parse_request
+from llmload.mock.metrics_state import EngineStats, LatencyHistogram
 from llmload.mock.options import MockConfig
-from llmload.mock.prometheus import LatencyHistogram, render_metrics
+from llmload.mock.prometheus import render_metrics
 from llmload.mock.responses_api import full_response as full_responses_response
 from llmload.mock.responses_api import parse_responses_body
 from llmload.mock.served_stream import ServedStream
+from llmload.mock.structured import plan_reply
 
 log = logging.getLogger("llmload.mock")
 
@@ -67,6 +69,7 @@ class MockServer:
         else:
             self.engine = BatchingEngine(config.engine_params)
         self.max_model_len = config.engine_params.max_model_len if config.engine_params else 1_000_000
+        self.engine.stats = EngineStats(config.metrics_format, self.max_model_len)
         self.faults = FaultPicker(config.fault_rates, config.seed)
         self._rng = random.Random(config.seed)
         self._wake = gevent.event.Event()
@@ -228,6 +231,10 @@ class MockServer:
         stream.max_tokens_cap = cap
         if self.config.log_tokens:
             stream.token_monos = []
+        plan = plan_reply(req.tools, req.tool_choice, req.response_format, self._rng, self.config.tool_call_rate)
+        stream.pieces = plan.pieces(output, self._ids)
+        if plan.kind == "tool":
+            stream.tool = (plan.call_id, plan.tool_name)
         if req.stream:
             sock.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
                          b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
@@ -270,16 +277,17 @@ class MockServer:
             else:
                 answer = api.full_response(req.chat, rid, req.model, int(arrival_unix), text,
                                            stream.finish_reason or "stop", len(req.prompt_words), seq.generated,
-                                           cached)
+                                           cached, stream.tool)
             self._send(sock, 200, answer)
             stream.first_mono = stream.first_mono or perf_counter()
             stream.last_mono = perf_counter()
         self._log_request(rid, arrival_mono, arrival_unix, stream, stream.outcome, len(req.prompt_words),
-                          seq.cached_tokens, fault)
+                          seq.cached_tokens, fault, req.image_tokens, plan.kind)
         return not stream.gone
 
     def _log_request(self, rid: str, arrival_mono: float, arrival_unix: float, stream: ServedStream | None,
-                     outcome: str, prompt_tokens: int, cached: int, fault: Fault | None = None) -> None:
+                     outcome: str, prompt_tokens: int, cached: int, fault: Fault | None = None,
+                     image_tokens: int = 0, reply: str = "") -> None:
         self.requests_by_outcome[outcome] = self.requests_by_outcome.get(outcome, 0) + 1
         if self._log is None:
             return
@@ -294,6 +302,8 @@ class MockServer:
             "cached_tokens": cached,
             "outcome": outcome,
             "fault": fault.spec if fault else None,
+            "image_tokens": image_tokens,
+            "reply": reply,
         }
         if self.config.log_tokens:
             # perf_counter (CLOCK_MONOTONIC) when each token's frame was handed to the socket; a

@@ -15,6 +15,7 @@ from llmload.report.capacity import cost_at, find_capacity, plan_for
 from llmload.report.load import load_requests
 from llmload.report.manifest import read_manifest, search_warmup
 from llmload.report.model import DEFAULT_WARMUP_S, Report, ReportOptions, Section
+from llmload.report.server import attach_server_metrics
 from llmload.report.steps import measure_steps
 from llmload.slo import ERROR_RATE, SLO, slos_for, with_error_budget
 
@@ -48,11 +49,12 @@ def prefix_cache_stats(df: pd.DataFrame) -> dict[str, Any] | None:
 
 def _section(name: str, df: pd.DataFrame, slos: list[SLO], opts: ReportOptions, warmup_s: float,
              notes: list[str], warnings: list[str]) -> Section:
-    steps, step_notes, step_warnings = measure_steps(df, warmup_s, slos, opts.sample_floor)
+    step_slos = [s for s in slos if not s.per_task]  # task SLOs are judged over tasks (report.tasks)
+    steps, step_notes, step_warnings = measure_steps(df, warmup_s, step_slos, opts.sample_floor)
     where = "" if name == "all" else f"{name}: "
     notes += [where + n for n in step_notes]
     warnings += [where + w for w in step_warnings]
-    capacity = find_capacity([s.data for s in steps], bool(slos))
+    capacity = find_capacity([s.data for s in steps], bool(step_slos))
     unit = "req/s arrivals" if steps and steps[0].data["arrival_rate"] is not None else "users"
     if capacity.get("non_monotone"):
         levels = ", ".join(f"{lv:g}" for lv in capacity["non_monotone"])
@@ -122,6 +124,8 @@ def build_report(prefix: str, opts: ReportOptions | None = None) -> Report:
                         "(try --warmup-s 0)")
     if loaded.level == "arrival_rate":
         notes.append("an open-loop run: steps follow the arrival rate (arrival_rate column), not the user count")
-    return Report(source=loaded.path, options=opts, overall=overall, scenarios=scenarios, warnings=warnings,
-                  notes=notes, df=df, level=loaded.level, warmup_s=warmup, error_budget=budget_text(opts),
-                  run_id=loaded.run_id, manifest=manifest)
+    report = Report(source=loaded.path, options=opts, overall=overall, scenarios=scenarios, warnings=warnings,
+                    notes=notes, df=df, level=loaded.level, warmup_s=warmup, error_budget=budget_text(opts),
+                    run_id=loaded.run_id, manifest=manifest)
+    attach_server_metrics(report, prefix)  # PREFIX_server_metrics.csv, when the run has one
+    return report

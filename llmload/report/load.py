@@ -19,8 +19,9 @@ class ReportError(Exception):
 REQUIRED = ("start_time", "status", "users")
 NUMERIC = ("start_time", "http_status", "ttft_ms", "ttft_visible_ms", "tpot_ms", "e2e_ms", "itl_max_ms",
            "prompt_tokens", "cached_tokens", "completion_tokens", "max_tokens", "users", "worker", "turn",
-           "scheduled_time", "requested_input_tokens", "arrival_rate")
-TEXT = ("request_id", "scenario", "status", "token_source", "finish_reason", "session_id", "error", "run_id")
+           "scheduled_time", "requested_input_tokens", "arrival_rate", "requested_image_tokens")
+TEXT = ("request_id", "scenario", "status", "token_source", "finish_reason", "session_id", "error", "run_id",
+        "step_kind")
 
 
 @dataclass

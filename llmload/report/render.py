@@ -20,6 +20,8 @@ from llmload.report.confidence import settle_text
 from llmload.report.format import fmt, fmt_usd
 from llmload.report.manifest import manifest_rows
 from llmload.report.model import Report, Section
+from llmload.report.server import server_table
+from llmload.report.tasks import traffic_json, traffic_tables
 
 REPORT_FILES = ("report.json", "report.md", "report.html", "vllm_bench_serve.json")
 
@@ -141,6 +143,10 @@ def blocks(report: Report) -> list[Block]:
             out += _capacity_blocks(sec, f"Scenario {name}")
             out.append(_steps_block(sec, f"Steps of {name}", report))
             out.append(_slo_block(sec, f"SLO verdicts of {name}", label))
+    server = server_table(report)  # the engine's own metrics per step, when the run scraped them
+    if server:
+        heading, text, header, rows = server
+        out.append(Block(heading, 2, text=text, header=header, rows=rows))
     # A run whose server reports cached_tokens but never hit the cache (a chat run) has no section.
     caches = [(n, s.prefix_cache) for n, s in report.scenarios.items()
               if s.prefix_cache and s.prefix_cache.get("requests_with_hits")]
@@ -153,6 +159,8 @@ def blocks(report: Report) -> list[Block]:
         out.append(Block("Prefix cache", 2, header=["scenario", "cached ÷ prompt tokens", "requests with a hit",
                                                     "TTFT p50/p95, hits (n: ms)", "TTFT p50/p95, misses (n: ms)"],
                          rows=rows))
+    # production-shaped workloads: agent tasks, text vs image input, schedule lag (llmload.report.tasks)
+    out += [Block(h, 2, header=hd, rows=r) for h, hd, r in traffic_tables(traffic_json(report))]
     out.append(Block("Notes", 2, text=[f"- {n}" for n in report.notes] + [
         "- Latency percentiles are over ok requests that started in a step's measured window, each with its "
         "sample count and a 95 % order-statistic interval; a verdict whose limit lies inside the interval is "
@@ -224,7 +232,7 @@ def write_all(report: Report, out_dir: str, name_prefix: str = "") -> list[str]:
     }
     bl = blocks(report)
     return write_files(out_dir, {
-        names["report.json"]: json.dumps(clean(report.to_json()), indent=2),
+        names["report.json"]: json.dumps(clean({**report.to_json(), **traffic_json(report)}), indent=2),
         names["report.md"]: render_markdown(bl, charts, names["report.html"]),
         names["report.html"]: render_html(bl, charts),
         names["vllm_bench_serve.json"]: json.dumps(clean(vllm_export(report)), indent=2),

@@ -1,9 +1,11 @@
 """The inference engine's own Prometheus metrics, read during a load test. Pure, no I/O.
 
-One module per step of the data flow: ``parse`` (a ``/metrics`` body → samples), ``known``
-(engine metric names → common names), ``window`` (rates, gauge summaries and percentiles over a
-window of scrapes), ``verdict`` (what limited a load step, server-side). The scraping loop,
-the CSV writer and the report wiring live elsewhere and call these.
+One module per step of the data flow: ``parse`` (a ``/metrics`` body → samples), ``engines``
+(the known engines' metric tables) and ``known`` (engine metric names → common names),
+``window`` (rates, gauge summaries and percentiles over a window of scrapes), ``series``
+(scrapes over time: CSV rows, a fleet combined, the live sample), ``verdict`` (what limited a
+load step, server-side). The scraping loop (``llmload.server_scrape``) and the report
+(``llmload.report.server``) live elsewhere and call these.
 
 Usage::
 
@@ -16,6 +18,7 @@ Usage::
 
 from llmload.server_metrics.known import (
     COMMON,
+    DEFAULT_PATHS,
     ENGINES,
     MappedSample,
     ServerSnapshot,
@@ -28,7 +31,7 @@ from llmload.server_metrics.verdict import Verdict, server_verdict, token_rate_w
 from llmload.server_metrics.window import StepServerStats, aggregate_step
 
 __all__ = [
-    "COMMON", "ENGINES", "MAX_EXPOSITION_BYTES", "Exposition", "ExpositionError", "MappedSample", "ServerSnapshot",
-    "StepServerStats", "Verdict", "aggregate_step", "detect_engine", "map_samples", "parse_exposition",
-    "server_verdict", "snapshot", "token_rate_warning",
+    "COMMON", "DEFAULT_PATHS", "ENGINES", "MAX_EXPOSITION_BYTES", "Exposition", "ExpositionError", "MappedSample",
+    "ServerSnapshot", "StepServerStats", "Verdict", "aggregate_step", "detect_engine", "map_samples",
+    "parse_exposition", "server_verdict", "snapshot", "token_rate_warning",
 ]

@@ -5,10 +5,13 @@
 
 * ``kv_cache``: requests were preempted, or the KV cache peaked at ``kv_full`` (95 %) or more
   while requests queued: new requests wait for memory.
-* ``queueing``: requests queued (``waiting`` on average, or the queue grew by
-  ``waiting_growth`` per second) while the KV cache had room: the batch is capped by a request
-  limit (vLLM ``--max-num-seqs``, SGLang ``--max-running-requests``, TGI ``--max-batch-size``,
-  TensorRT-LLM ``max_batch_size``, llama.cpp ``--parallel`` slots), not by memory.
+* ``queueing``: requests queued (on average and in the median scrape at least ``waiting``
+  requests and ``waiting_share`` of the running batch; or a queue that grew by ``waiting_growth``
+  per second and, over the step, by at least one request and that share, with requests waiting
+  in the median scrape) while the KV cache had
+  room: the batch is capped by a request limit (vLLM ``--max-num-seqs``, SGLang
+  ``--max-running-requests``, TGI ``--max-batch-size``, TensorRT-LLM ``max_batch_size``,
+  llama.cpp ``--parallel`` slots), not by memory.
 * ``compute``: neither; every request is running and each step takes longer as the batch
   grows (the sentence gives TPOT against the baseline step when there is one).
 * ``unknown``: no server metrics in the step, or none that tell queueing from memory.
@@ -41,6 +44,9 @@ class Thresholds:
     """Peak KV usage (0..1) that counts as full."""
     waiting: float = 0.5
     """Mean waiting requests that count as a queue."""
+    waiting_share: float = 0.1
+    """...and at least this share of the running batch: a new request always waits a moment for
+    the next engine step, so a big batch shows a few waiting at any scrape without any queue."""
     waiting_growth: float = 0.05
     """Waiting requests added per second that count as a growing queue."""
     tpot_growth: float = 1.2
@@ -118,8 +124,14 @@ def server_verdict(stats: StepServerStats | None, client: Mapping[str, Any] | No
     evidence = _evidence(stats)
     kv_max, kv_mean = stats.kv_usage_max, stats.kv_usage_mean
     preempted = (stats.preemptions or 0.0) > 0
-    queued = ((stats.waiting_mean or 0.0) >= th.waiting
-              or (stats.waiting_trend_per_s or 0.0) >= th.waiting_growth)
+    floor = max(th.waiting, th.waiting_share * (stats.running_mean or 0.0))
+    trend = stats.waiting_trend_per_s or 0.0
+    # mean and median: a queue shows in most scrapes, not in one that caught a burst of arrivals
+    mean = stats.waiting_mean or 0.0
+    typical = mean if stats.waiting_median is None else min(mean, stats.waiting_median)
+    grew = (trend >= th.waiting_growth and trend * (stats.end - stats.start) >= max(1.0, floor)
+            and (stats.waiting_median is None or stats.waiting_median > 0))
+    queued = typical >= floor or grew
     kv_full = kv_max is not None and kv_max >= th.kv_full
 
     if preempted or (kv_full and queued):

@@ -78,6 +78,7 @@ class GaugeStats:
     min: float
     last: float
     n: int
+    median: float = math.nan
 
 
 def gauge_stats(points: Sequence[Point], start: float, end: float) -> GaugeStats | None:
@@ -85,7 +86,10 @@ def gauge_stats(points: Sequence[Point], start: float, end: float) -> GaugeStats
     values = [v for _, v in _finite(points, start, end)]
     if not values:
         return None
-    return GaugeStats(sum(values) / len(values), max(values), min(values), values[-1], len(values))
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return GaugeStats(sum(values) / len(values), max(values), min(values), values[-1], len(values), median)
 
 
 def gauge_trend(points: Sequence[Point], start: float, end: float) -> float | None:
@@ -191,12 +195,16 @@ class StepServerStats:
     running_mean: float | None = None
     running_max: float | None = None
     waiting_mean: float | None = None
+    waiting_median: float | None = None
+    """Robust to one scrape that caught a burst of arrivals waiting for the next engine step."""
     waiting_max: float | None = None
     waiting_trend_per_s: float | None = None
     preemptions: float | None = None
     prompt_tps: float | None = None
     generation_tps: float | None = None
     prefix_cache_hit_rate: float | None = None
+    ttft_mean_ms: float | None = None
+    """From the histogram's ``_sum`` and ``_count``: exact, unlike the bucket-interpolated percentiles."""
     ttft_ms: dict[str, float | None] | None = field(default=None)
     itl_ms: dict[str, float | None] | None = field(default=None)
     queue_time_ms: dict[str, float | None] | None = field(default=None)
@@ -241,6 +249,18 @@ def _hist_points(snaps: Sequence[tuple[float, ServerSnapshot]], name: str) -> li
     return out
 
 
+def window_mean(snaps: Sequence[tuple[float, ServerSnapshot]], name: str) -> float | None:
+    """Mean of a histogram's observations between the first and last scrape (its sum and count)."""
+    pts = [(s.histograms[name].sum, s.histograms[name].count) for _, s in snaps if name in s.histograms]
+    if len(snaps) < 2 or not pts:
+        return None
+    first = pts[0] if name in snaps[0][1].histograms else (0.0, 0.0)  # created later: it was 0 before
+    last = pts[-1]
+    if last[1] <= first[1] or last[0] < first[0]:  # nothing observed, or a reset
+        return None
+    return (last[0] - first[0]) / (last[1] - first[1])
+
+
 def _ms(quantiles: dict[str, float | None] | None) -> dict[str, float | None] | None:
     if quantiles is None:
         return None
@@ -265,11 +285,13 @@ def aggregate_step(snaps: Sequence[tuple[float, ServerSnapshot]], start: float, 
         kv_usage_mean=kv.mean if kv else None, kv_usage_max=kv.max if kv else None,
         running_mean=running.mean if running else None, running_max=running.max if running else None,
         waiting_mean=waiting.mean if waiting else None, waiting_max=waiting.max if waiting else None,
+        waiting_median=waiting.median if waiting else None,
         waiting_trend_per_s=gauge_trend(waiting_points, start, end),
         preemptions=counter_increase(_counter_points(inside, "preemptions"), start, end),
         prompt_tps=counter_rate(_counter_points(inside, "prompt_tokens"), start, end),
         generation_tps=counter_rate(_counter_points(inside, "generation_tokens"), start, end),
         prefix_cache_hit_rate=rate,
+        ttft_mean_ms=None if (mean := window_mean(inside, "server_ttft_seconds")) is None else mean * 1000.0,
         ttft_ms=_ms(window_quantiles(_hist_points(inside, "server_ttft_seconds"), start, end)),
         itl_ms=_ms(window_quantiles(_hist_points(inside, "server_itl_seconds"), start, end)),
         queue_time_ms=_ms(window_quantiles(_hist_points(inside, "server_queue_time_seconds"), start, end)),

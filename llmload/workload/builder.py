@@ -7,6 +7,8 @@ RNG); the user does the sleeping, the concurrency caps and the sending.
   asks for the reply text); ``wait_s`` on a turn after the first is the think time.
 * Datasets: conversations replayed turn by turn (``turns: all``) with the real replies in the
   history, or single requests of their first turn.
+* Images (``images:``): every user message gets the workload's pictures as content parts;
+  ``image_tokens`` counts those of the whole prompt (earlier turns' pictures stay in the history).
 
 Usage::
 
@@ -24,6 +26,7 @@ import random
 import zlib
 from typing import Any
 
+from llmload.workload.agent import content_words
 from llmload.workload.base import LLMRequest
 from llmload.workload.dataset import Conversation
 from llmload.workload.distributions import Distribution
@@ -75,7 +78,7 @@ class ScenarioWorkload:
     def __init__(self, spec: WorkloadSpec, scenario_seed: int, user_seed: int, model: str, text: TextSource,
                  prefixes: PrefixPool | None = None, conversations: list[Conversation] | None = None,
                  input_tokens: Distribution | None = None, output_tokens: Distribution | None = None,
-                 ignore_eos: bool | None = None, endpoint: str | None = None) -> None:
+                 ignore_eos: bool | None = None, endpoint: str | None = None, images: Any = None) -> None:
         self.spec = spec
         self.model = model
         self.rng = random.Random(user_seed)
@@ -88,6 +91,8 @@ class ScenarioWorkload:
         self.ignore_eos = spec.ignore_eos if ignore_eos is None else ignore_eos
         self.chat = (endpoint or spec.endpoint) != "completions"  # chat and responses take messages
         self._tag = f"s{user_seed:x}"
+        self.images = images if self.chat else None
+        self._history_image_tokens = 0
         self._n = 0
         self._sessions = 0
         # the session in progress: id, turn number, turns planned, history, conversation
@@ -120,7 +125,9 @@ class ScenarioWorkload:
         user = request.messages[-1]["content"] if request.messages else (request.prompt or "")
         self._history.append({"role": "user", "content": user})
         self._history.append({"role": "assistant", "content": text})
-        self._history_words += len(user.split()) + len(text.split())
+        self._history_words += content_words(user) + len(text.split())
+        if self.images is not None:
+            self._history_image_tokens += self.images.tokens
 
     # -- internals ------------------------------------------------------------------------------
     def _user_text(self, n: int) -> str:
@@ -139,7 +146,12 @@ class ScenarioWorkload:
                          input_tokens=words_in, wait_s=wait_s)
         if self.ignore_eos:
             req.extra["ignore_eos"] = True
-        if self.chat:
+        if self.chat and self.images is not None:
+            last = messages[-1]
+            messages[-1] = {**last, "content": self.images.content(last["content"], self.rng)}
+            req.image_tokens = self._history_image_tokens + self.images.tokens
+            req.messages = messages
+        elif self.chat:
             req.messages = messages
         else:
             req.prompt = "\n".join(m["content"] for m in messages)
@@ -174,6 +186,7 @@ class ScenarioWorkload:
         self._turn = 0
         self._history = []
         self._history_words = 0
+        self._history_image_tokens = 0
         system, _ = self._system_message()
         self._system = system[0]["content"] if system else None
         if self.conversations is not None:

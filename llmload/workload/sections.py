@@ -1,5 +1,6 @@
 """One parser per section of a workload in a scenario file: prefix, session, dataset, arrival, slo,
-and the workload that holds them. Each takes the raw mapping and its key path and returns a spec,
+and the workload that holds them (trace, images, agent sessions and response_format are parsed in
+:mod:`.traffic_sections`). Each takes the raw mapping and its key path and returns a spec,
 or raises a ScenarioError that names the file, the line and the key.
 
 Usage::
@@ -15,11 +16,13 @@ from typing import Any
 from llmload.protocol import ENDPOINTS, parse_header
 from llmload.slo import SLO, parse_slo
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
-from llmload.workload.spec import ArrivalSpec, DatasetSpec, PrefixGroup, SessionSpec, WorkloadSpec
+from llmload.workload.spec import AgentSpec, ArrivalSpec, DatasetSpec, PrefixGroup, SessionSpec, WorkloadSpec
+from llmload.workload.traffic_sections import parse_agent, parse_images, parse_response_format, parse_trace_section
 from llmload.workload.yaml_lines import Ctx, choice, keys, number, whole
 
 WORKLOAD_KEYS = {"weight", "endpoint", "model", "system_prompt", "sampling", "extra", "ignore_eos", "input_tokens",
-                 "output_tokens", "prefix", "max_concurrent", "session", "dataset", "arrival", "slo", "headers"}
+                 "output_tokens", "prefix", "max_concurrent", "session", "dataset", "arrival", "slo", "headers",
+                 "trace", "images", "response_format"}
 PREFIX_KEYS = {"groups", "tokens", "count", "popularity", "zipf_s"}
 GROUP_KEYS = {"name", "tokens", "count", "popularity", "zipf_s", "weight"}
 DATASET_KEYS = {"path", "format", "min_input_tokens", "max_input_tokens", "turns", "limit"}
@@ -63,8 +66,12 @@ def parse_prefix(ctx: Ctx, raw: Any, path: str) -> tuple[PrefixGroup, ...]:
     return tuple(groups)
 
 
-def parse_session(ctx: Ctx, raw: Any, path: str) -> SessionSpec:
-    s = keys(ctx, raw, path, {"turns", "think_time_s"})
+def parse_session(ctx: Ctx, raw: Any, path: str) -> SessionSpec | AgentSpec:
+    """``session: {turns, think_time_s}`` (chat turns), or ``{kind: agent, ...}`` (tool loops)."""
+    if isinstance(raw, dict) and raw.get("kind") == "agent":
+        return parse_agent(ctx, raw, path)
+    s = keys(ctx, raw, path, {"kind", "turns", "think_time_s"})
+    choice(ctx, s, "kind", path, ("chat", "agent"), "chat")
     turns = distribution(ctx, s, "turns", path, minimum=1) or parse_distribution(3, "turns", minimum=1)
     think = distribution(ctx, s, "think_time_s", path, integer=False) or parse_distribution(0, "think", integer=False)
     return SessionSpec(turns=turns, think_time_s=think)
@@ -142,13 +149,18 @@ def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str)
     if "ignore_eos" in d and not isinstance(d["ignore_eos"], bool):
         raise ctx.error(f"{path}.ignore_eos", f"expected true or false, got {d['ignore_eos']!r}")
     session = parse_session(ctx, d["session"], f"{path}.session") if "session" in d else None
+    agent = session if isinstance(session, AgentSpec) else None
+    session = session if isinstance(session, SessionSpec) else None
     dataset = parse_dataset(ctx, d["dataset"], f"{path}.dataset", base_dir) if "dataset" in d else None
     arrival = parse_arrival(ctx, d["arrival"], f"{path}.arrival") if "arrival" in d else ArrivalSpec("closed")
-    if session is not None and arrival.mode == "open":
+    if (session is not None or agent is not None) and arrival.mode == "open":
         raise ctx.error(f"{path}.arrival", "open-loop arrivals and multi-turn sessions do not mix: a session's "
                         "next turn waits for the reply")
+    trace = parse_trace_section(ctx, d["trace"], f"{path}.trace", base_dir) if "trace" in d else None
+    _check_combinations(ctx, d, path, endpoint, trace is not None, agent is not None)
     inp = distribution(ctx, d, "input_tokens", path)
     out = distribution(ctx, d, "output_tokens", path, minimum=1)
+    given_lengths = dataset is not None or trace is not None
     return WorkloadSpec(
         name=name,
         weight=number(ctx, d, "weight", path, default=1.0, strict=True),
@@ -158,8 +170,8 @@ def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str)
         sampling=dict(d.get("sampling") or {}),
         extra=dict(d.get("extra") or {}),
         ignore_eos=bool(d.get("ignore_eos", False)),
-        input_tokens=inp if inp is not None or dataset is not None else parse_distribution(256, "input_tokens"),
-        output_tokens=out if out is not None or dataset is not None else parse_distribution(128, "output_tokens"),
+        input_tokens=inp if inp is not None or given_lengths else parse_distribution(256, "input_tokens"),
+        output_tokens=out if out is not None or given_lengths else parse_distribution(128, "output_tokens"),
         prefix_groups=parse_prefix(ctx, d["prefix"], f"{path}.prefix") if "prefix" in d else (),
         max_concurrent=whole(ctx, d, "max_concurrent", path, default=None),
         session=session,
@@ -167,4 +179,25 @@ def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str)
         arrival=arrival,
         slos=parse_slos(ctx, d["slo"], f"{path}.slo", name) if "slo" in d else (),
         headers=parse_headers_section(ctx, d["headers"], f"{path}.headers") if "headers" in d else (),
+        trace=trace,
+        images=parse_images(ctx, d["images"], f"{path}.images") if "images" in d else None,
+        agent=agent,
+        response_format=parse_response_format(ctx, d["response_format"], f"{path}.response_format")
+        if "response_format" in d else None,
     )
+
+
+def _check_combinations(ctx: Ctx, d: dict, path: str, endpoint: str, trace: bool, agent: bool) -> None:
+    """Sections that cannot work together: one message naming the first conflicting key."""
+    if trace:
+        for key in ("prefix", "session", "dataset", "arrival", "input_tokens", "output_tokens"):
+            if key in d:
+                raise ctx.error(f"{path}.{key}", "does not go with trace: the trace gives the arrival times, the "
+                                "lengths and (hash_ids) the shared prefixes")
+    for key in ("dataset", "prefix"):
+        if agent and key in d:
+            raise ctx.error(f"{path}.{key}", "does not go with an agent session: tasks are generated (a shared "
+                            "start is the tools and system_prompt)")
+    for key, needs in (("images", "image content parts"), ("session", "tool calls")):
+        if key in d and endpoint != "chat" and (key == "images" or agent):
+            raise ctx.error(f"{path}.{key}", f"{needs} need the chat endpoint, not {endpoint}")

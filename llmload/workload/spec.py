@@ -48,6 +48,45 @@ class ArrivalSpec:
 
 
 @dataclass(frozen=True)
+class TraceSpec:
+    """``trace:``: replay a production trace's arrivals and lengths (see :mod:`.trace`)."""
+
+    path: str  # absolute
+    format: str | None = None  # None: told from the file's first line
+    time_scale: float = 1.0  # trace seconds x time_scale = replay seconds (0.5: twice as fast)
+    start: float = 0.0  # trace seconds skipped
+    duration: float | None = None  # trace seconds replayed from start
+    limit: int | None = None  # at most this many requests of the window
+    loop: int = 1  # play the window this many times end to end
+    models: tuple[str, ...] = ()  # BurstGPT: keep rows of these models
+    log_types: tuple[str, ...] = ()  # BurstGPT: keep rows of these log types
+    block_tokens: int = 512  # tokens per hash id (Mooncake's block) and per shared prefix_id
+
+
+@dataclass(frozen=True)
+class ImagesSpec:
+    """``images:``: generated pictures sent as data-URL content parts with every user message."""
+
+    count: int = 1
+    width: int = 512
+    height: int = 512
+    format: str = "png"  # or jpeg
+    distinct: int = 8  # how many different pictures the workload cycles through (per size)
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """``session: {kind: agent}``: each task is a loop of model calls answered by tool results."""
+
+    max_steps: int
+    tools: tuple[dict[str, Any], ...]  # OpenAI tool definitions sent with every call
+    tool_choice: Any  # "auto", "required", "none" or {"type": "function", "function": {"name": ...}}
+    tool_result_tokens: Distribution  # size of each tool message
+    tool_latency_s: Distribution  # time the tool takes before the next call
+    think_time_s: Distribution  # pause between tasks
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     name: str
     weight: float = 1.0
@@ -66,6 +105,10 @@ class WorkloadSpec:
     arrival: ArrivalSpec = ArrivalSpec("closed")
     slos: tuple[SLO, ...] = ()  # scoped to this workload
     headers: tuple[tuple[str, str], ...] = ()  # extra request headers (env:VAR values already read)
+    trace: TraceSpec | None = None
+    images: ImagesSpec | None = None
+    agent: AgentSpec | None = None
+    response_format: dict[str, Any] | None = None  # passed through to the request body
 
     def expected_prefix_hit_ratio(self) -> float | None:
         """Share of prompt tokens a warm prefix cache can serve: whole 16-token blocks of the
