@@ -57,8 +57,9 @@ def _report(args: argparse.Namespace) -> int:
     from llmload.report.render import default_out, summary_text
 
     try:
-        report = build_report(args.prefix, _report_options(args))
-        out, names = (args.out, "") if args.out else default_out(report.source)
+        prefix = args.prefix[0] if len(args.prefix) == 1 else args.prefix
+        report = build_report(prefix, _report_options(args))
+        out, names = (args.out, "") if args.out else default_out(report.source.split(", ")[0])
         paths = write_report(report, out, names)
     except (ReportError, ValueError, OSError) as e:  # ScenarioError is a ValueError
         print(f"llmload report: {e}", file=sys.stderr)
@@ -154,10 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
     mock.set_defaults(func=_mock)
 
     rep = sub.add_parser("report", help="turn a run's CSVs into a capacity plan (md, html, json)")
-    rep.add_argument("prefix", help="the --csv PREFIX of the run (reads PREFIX_requests.csv)")
+    rep.add_argument("prefix", nargs="+", help="the --csv PREFIX of the run (reads PREFIX_requests.csv), or "
+                     "several requests CSVs of one run (e.g. each worker's PREFIX_requests.workerN.csv)")
     rep.add_argument("--out", help="output directory, files report.* (default: next to the CSVs, files "
                      "PREFIX_report.*)")
-    rep.add_argument("--run-id", help="the run to report on when PREFIX_requests.csv holds rows of several")
+    rep.add_argument("--run-id", help="the run to report on when the CSV holds rows of several")
     _judging_arguments(rep)
     rep.add_argument("--gpu-hourly-usd", type=float, help="price of one GPU-hour")
     rep.add_argument("--gpus-per-replica", type=int, default=1, help="GPUs one server replica uses (default 1)")

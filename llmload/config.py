@@ -23,13 +23,16 @@ import sys
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
+from llmload.backoff import MODES as BACKOFF_MODES
+from llmload.backoff import BackoffPolicy
 from llmload.options import api_key_from_env, option
 from llmload.protocol import ENDPOINTS, ENV_PREFIX
 from llmload.schedules import STOP_ACTIONS, parse_rates, parse_steps
 from llmload.search import MODES
 from llmload.slo import SLO, parse_slo
-from llmload.transport import TRANSPORTS, ClientOptions, Target
+from llmload.transport import TRANSPORTS, ClientOptions
 from llmload.transport.connection import parse_headers, parse_query
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
 from llmload.workload.replay import selected_trace
@@ -71,6 +74,18 @@ class ServerMetricsSetup:
     urls: tuple[str, ...] = ()  # empty: probe the target host, unless off
     interval_s: float = 2.0
     off: bool = False
+PREFLIGHT_MODES = ("end", "wait", "off")
+
+
+@dataclass(frozen=True)
+class FaultSettings:
+    """What a run does when the server or the master misbehaves (--backoff*, --preflight*,
+    --master-lost-after)."""
+
+    backoff: BackoffPolicy = BackoffPolicy()
+    preflight: str = "end"
+    preflight_wait_s: float = 300.0
+    master_lost_after_s: float = 20.0
 
 
 @dataclass
@@ -81,6 +96,7 @@ class RunConfig:
     setups: dict[type, UserSetup] = field(default_factory=dict)
     environment: Any = None
     server_metrics: ServerMetricsSetup = field(default_factory=ServerMetricsSetup)
+    faults: FaultSettings = FaultSettings()
 
     @property
     def shape(self) -> dict[str, Any]:
@@ -215,29 +231,18 @@ def has_host(environment: Any, user_classes: list[type]) -> bool:
     return bool(environment.host) or all(getattr(c, "host", None) for c in user_classes)
 
 
-def build_config(environment: Any, require_host: bool = False) -> RunConfig:
-    """Check everything a run needs; raise ConfigError with the first problem."""
-    classes = [c for c in (getattr(environment, "user_classes", None) or []) if getattr(c, "llmload_user", False)]
-    if require_host and classes and not has_host(environment, classes):
-        raise ConfigError("no server address: pass --host http://HOST:PORT (or set `host` on the user class)")
-    slos = []
-    for text in option(environment, "slo", []) or []:
-        try:
-            slos.append(parse_slo(text))
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
-    timeout = _seconds(environment, "request_timeout", 600.0)
-    config = RunConfig(client=_client_options(environment, timeout), slos=slos, scenarios=[], environment=environment,
-                       server_metrics=_server_metrics(environment))
-    if environment.host:
-        try:
-            Target(environment.host, "/v1/models", config.client.query)
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
-    for cls in classes:
-        config.setup_for(cls)
-    _check_shape(environment, config.shape)
-    return config
+def check_host(host: Any, where: str = "--host") -> None:
+    """A server address must be a URL with its scheme: ``127.0.0.1:8000`` is not guessed at."""
+    text = str(host)
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as e:
+        raise ConfigError(f"{where} {text!r}: {e}; expected http(s)://HOST[:PORT][/base/path]") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        hint = f", e.g. http://{text}" if "://" not in text else ""
+        raise ConfigError(f"{where} {text!r}: expected a URL with its scheme, http(s)://HOST[:PORT][/base/path]"
+                          f"{hint}")
 
 
 def _seconds(environment: Any, key: str, default: float | None) -> float | None:
@@ -248,9 +253,50 @@ def _seconds(environment: Any, key: str, default: float | None) -> float | None:
         value = float(text)
     except (TypeError, ValueError):
         value = -1.0
-    if not value > 0:
-        raise ConfigError(f"--{key.replace('_', '-')} {text!r}: expected seconds > 0, e.g. 600")
+    if not (value > 0 and value < float("inf")):
+        raise ConfigError(f"--{key.replace('_', '-')} {text!r}: expected seconds > 0")
     return value
+
+
+def fault_settings(environment: Any) -> FaultSettings:
+    mode = option(environment, "backoff") or "on"
+    if mode not in BACKOFF_MODES:
+        raise ConfigError(f"--backoff {mode!r}: expected one of {', '.join(BACKOFF_MODES)}")
+    try:
+        policy = BackoffPolicy(_seconds(environment, "backoff_base_s", 0.5), _seconds(environment, "backoff_max_s",
+                                                                                      60.0), mode == "on")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    preflight = option(environment, "preflight") or "end"
+    if preflight not in PREFLIGHT_MODES:
+        raise ConfigError(f"--preflight {preflight!r}: expected one of {', '.join(PREFLIGHT_MODES)}")
+    return FaultSettings(policy, preflight, _seconds(environment, "preflight_wait_s", 300.0),
+                         _seconds(environment, "master_lost_after", 20.0))
+
+
+def build_config(environment: Any, require_host: bool = False) -> RunConfig:
+    """Check everything a run needs; raise ConfigError with the first problem."""
+    classes = [c for c in (getattr(environment, "user_classes", None) or []) if getattr(c, "llmload_user", False)]
+    if require_host and classes and not has_host(environment, classes):
+        raise ConfigError("no server address: pass --host http://HOST:PORT (or set `host` on the user class)")
+    if getattr(environment, "host", None):
+        check_host(environment.host)
+    for cls in classes:
+        if getattr(cls, "host", None):
+            check_host(cls.host, f"{cls.__name__}.host")
+    slos = []
+    for text in option(environment, "slo", []) or []:
+        try:
+            slos.append(parse_slo(text))
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+    timeout = _seconds(environment, "request_timeout", 600.0)
+    config = RunConfig(client=_client_options(environment, timeout), slos=slos, scenarios=[], environment=environment,
+                       server_metrics=_server_metrics(environment), faults=fault_settings(environment))
+    for cls in classes:
+        config.setup_for(cls)
+    _check_shape(environment, config.shape)
+    return config
 
 
 def _client_options(environment: Any, timeout: float) -> ClientOptions:

@@ -5,7 +5,8 @@ the loop spent on other work it could not interrupt) and the process's CPU use o
 report interval. A process is *client-limited* when its CPU use is above ``CPU_LIMIT`` % of a
 core or its loop lag p90 is above ``LAG_LIMIT_MS`` (a sustained lag, not one stall such as
 building prompts when users start): then requests start late and the load the test asked for
-is not the load the server got.
+is not the load the server got. Except when errors dominate (:func:`errors_dominate`): then the
+server's failures come first and the client is not blamed.
 
 Usage::
 
@@ -23,10 +24,19 @@ import gevent
 TICK_S = 0.05
 CPU_LIMIT = 90.0
 LAG_LIMIT_MS = 20.0
+ERROR_SHARE = 0.5  # errors dominate a window when at least this share of its finished requests failed
+MIN_ERRORS = 5
+MIN_JUDGED_S = 1.0  # shorter intervals are not judged client-limited
 
 
 def is_limited(cpu: float, lag_p90_ms: float) -> bool:
     return cpu > CPU_LIMIT or lag_p90_ms > LAG_LIMIT_MS
+
+
+def errors_dominate(finished: int, errors: int) -> bool:
+    """Most requests failed: the server (or the way to it), not the client, set the pace. A
+    client busy with a stream of instant failures is not client-limited: it is not measuring."""
+    return errors >= MIN_ERRORS and errors >= ERROR_SHARE * finished
 
 
 def describe(sample: dict[str, Any]) -> str:
@@ -71,5 +81,9 @@ class ClientHealth:
         def pct(q: float) -> float:
             return lags[min(len(lags) - 1, int(len(lags) * q))] if lags else 0.0
 
+        # A sliver of an interval (the last sample, taken as the run stops) holds a lag or two:
+        # one stall there is not a sustained lag, so it is not judged.
+        judged = wall >= MIN_JUDGED_S
         return {"cpu": round(cpu, 1), "lag_p90_ms": round(pct(0.90), 2), "lag_p99_ms": round(pct(0.99), 2),
-                "lag_max_ms": round(lags[-1], 2) if lags else 0.0, "limited": is_limited(cpu, pct(0.90))}
+                "lag_max_ms": round(lags[-1], 2) if lags else 0.0,
+                "limited": judged and is_limited(cpu, pct(0.90))}

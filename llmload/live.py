@@ -18,10 +18,11 @@ Usage::
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from typing import Any
 
-from llmload.health import describe
+from llmload.health import describe, errors_dominate
 from llmload.histogram import Histogram
 from llmload.record import CSV_COLUMNS, OK, rounded
 from llmload.stats import AGGREGATED, ScenarioStats
@@ -97,12 +98,13 @@ def window_row(name: str, s: ScenarioStats, window_s: float) -> dict[str, Any]:
     tpot = h["tpot"].percentiles((50, 95, 99)) if h["tpot"] else [None] * 3
     itl = h["itl"].percentiles((50, 95, 99)) if h["itl"] else [None] * 3
     errors = {k: v for k, v in s.status_counts.items() if k not in (OK, "cancelled")}
+    n_errors = sum(errors.values())
     return {
         "scenario": name,
         "window_s": window_s,
         "requests": s.requests,
         "ok": s.ok,
-        "errors": sum(errors.values()),
+        "errors": n_errors,
         "errors_by_status": errors,
         "rps": rounded(s.ok / window_s, 3),
         "output_tps": rounded(s.output_tokens / window_s, 1),
@@ -112,6 +114,8 @@ def window_row(name: str, s: ScenarioStats, window_s: float) -> dict[str, Any]:
         "itl_p50_ms": rounded(itl[0], 2), "itl_p95_ms": rounded(itl[1], 2), "itl_p99_ms": rounded(itl[2], 2),
         "worst_stall_ms": rounded(h["itl_max"].max, 2) if h["itl_max"] else None,
         "cache_hit_ratio": rounded(s.cached_tokens / s.prompt_tokens, 4) if s.prompt_tokens else None,
+        "backoff_s": rounded(s.backoff_ms / 1000.0, 3),
+        "errors_dominate": errors_dominate(s.ok + n_errors, n_errors),
         "_stats": s,
     }
 
@@ -121,8 +125,13 @@ class LiveHistory:
     memory for the LLM tab and the dashboard, with which client processes limited the run."""
 
     def __init__(self) -> None:
-        self.rows: list[dict[str, Any]] = []
+        # Kept as (keys, values) tuples, the keys shared: a dict per sample cost ~2.5 kB, and a
+        # long run keeps up to HISTORY_KEEP of them (benchmarks/soak.py watches the growth).
+        self._rows: list[tuple[tuple[str, ...], tuple]] = []
+        self._times: list[float] = []
+        self._shapes: dict[tuple[str, ...], tuple[str, ...]] = {}
         self.limited_intervals: list[str] = []  # one text per interval in which a client was limited
+        self.error_intervals: list[str] = []  # one text per interval in which errors dominated
 
     def sample(self, live: LiveWindow, now: float, lag_s: float, users: int, in_flight: dict[str, int],
                health: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -130,7 +139,12 @@ class LiveHistory:
         live.prune(now)
         rows = live.snapshot(now, lag_s)
         limited = [h for h in health if h.get("limited")]
-        if limited:
+        total = rows[-1]  # Aggregated, or the only scenario
+        if total["errors_dominate"]:  # the server's failures first; the client is not blamed for them
+            by_status = ", ".join(f"{k} {v}" for k, v in sorted(total["errors_by_status"].items()))
+            self.error_intervals.append(f"{total['errors']} of {total['ok'] + total['errors']} failed ({by_status})")
+            limited = []
+        elif limited:
             self.limited_intervals.append(", ".join(f"worker {h['worker']}: {describe(h)}" for h in limited))
         total_in_flight = sum(in_flight.values())
         out = []
@@ -145,13 +159,25 @@ class LiveHistory:
                 "client_limited": bool(limited),
             })
             out.append(r)
-        self.rows.extend(out)
-        del self.rows[:-HISTORY_KEEP]
+            keys = tuple(r)
+            self._rows.append((self._shapes.setdefault(keys, keys), tuple(r.values())))
+            self._times.append(r["time"])
+        del self._rows[:-HISTORY_KEEP]
+        del self._times[:-HISTORY_KEEP]
         return out
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """Every sample kept, oldest first (one dict per scenario and time)."""
+        return self.rows_since(float("-inf"))
+
+    def rows_since(self, t: float) -> list[dict[str, Any]]:
+        """The samples taken after ``t`` (Unix seconds)."""
+        return [dict(zip(k, v, strict=True)) for k, v in self._rows[bisect.bisect_right(self._times, t):]]
 
     def latest(self) -> list[dict[str, Any]]:
         """The rows of the newest sample."""
-        if not self.rows:
+        if not self._times:
             return []
-        t = self.rows[-1]["time"]
-        return [r for r in self.rows if r["time"] == t]
+        newest = self._times[-1]
+        return [dict(zip(k, v, strict=True)) for k, v in self._rows[bisect.bisect_left(self._times, newest):]]

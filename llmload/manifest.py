@@ -9,6 +9,10 @@ stop_timeout, shape`` (the shape class and its resolved settings).
 
 Usage::
 
+    run = RunIdentity(); run.start(environment, config, "runs/chat")   # at test start (CSV writer)
+    rows = run.stamp(rows)                                              # every batch written
+    run.finish(time.time())                                             # at the end
+    # the parts:
     run_id = new_run_id(time.time())
     data = build_manifest(run_id, time.time(), argv=sys.argv, host=..., models=fetch_models(host, key), ...)
     write_manifest("runs/chat_run.json", data)
@@ -28,8 +32,11 @@ import urllib.request
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from llmload.record import CSV_COLUMNS
+
 MANIFEST_SUFFIX = "_run.json"
 MODELS_TIMEOUT_S = 5.0
+_RUN_ID_COL = CSV_COLUMNS.index("run_id")
 _SECRET_WORDS = {"key", "apikey", "token", "secret", "password", "passwd", "pass", "auth", "authorization", "login",
                  "credential", "credentials", "cookie", "bearer"}
 _URL_USERINFO = re.compile(r"(\w+://)([^/@\s:]+):([^/@\s]*)@")
@@ -213,3 +220,35 @@ def start_manifest(environment: Any, config: Any, run_id: str, prefix: str, work
     path = prefix + MANIFEST_SUFFIX
     write_manifest(path, data)
     return RunManifest(path, data, host, api_key, shape)
+
+
+class RunIdentity:
+    """The run's id and manifest for one Locust process: the CSV writer (master or local) makes
+    them at each test start; a worker gets the id from its master. :meth:`stamp` puts the id in
+    each row's ``run_id`` cell and hands the rows to ``listeners`` (the search shape)."""
+
+    def __init__(self) -> None:
+        self.run_id = ""
+        self.manifest: RunManifest | None = None
+        self.listeners: list[Any] = []
+
+    def start(self, environment: Any, config: Any, prefix: str | None) -> None:
+        from llmload.options import api_key_from_env
+
+        self.run_id = new_run_id(time.time())
+        if prefix:
+            workers = int(getattr(environment.runner, "worker_count", 1))
+            self.manifest = start_manifest(environment, config, self.run_id, prefix, workers, api_key_from_env())
+
+    def stamp(self, rows: list) -> list:
+        if self.run_id:
+            col, run_id = _RUN_ID_COL, self.run_id
+            rows = [(*row[:col], run_id, *row[col + 1:]) for row in rows]
+        for listener in self.listeners:
+            listener(rows)
+        return rows
+
+    def finish(self, end: float) -> None:
+        if self.manifest is not None:
+            self.manifest.finish(end)
+            self.manifest = None

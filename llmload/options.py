@@ -82,6 +82,19 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                                  help="do not read the server's Prometheus metrics")),
     ("--server-metrics-interval", dict(default="2", metavar="S",
                                        help="seconds between two reads of the server's metrics (default 2)")),
+    # Overload and faults (issue 15): values checked in llmload.config like the rest.
+    ("--backoff", dict(default="", help="on (default): after 429, 503 or an unreachable server a user waits "
+                                        "(Retry-After, else exponential backoff with jitter); off: never waits")),
+    ("--backoff-base-s", dict(default="", help="first backoff wait in seconds (default 0.5; doubles per failure "
+                                               "in a row)")),
+    ("--backoff-max-s", dict(default="", help="longest backoff wait, Retry-After included (default 60)")),
+    ("--preflight", dict(default="", help="check the server answers before the run: end (default: one message, "
+                                          "exit code 1), wait (until it answers, up to --preflight-wait-s), off")),
+    ("--preflight-wait-s", dict(default="", help="with --preflight wait: seconds to wait for the server "
+                                                 "(default 300)")),
+    ("--master-lost-after", dict(default="", help="workers: seconds without a heartbeat from the master before "
+                                                  "a worker stops, keeps its rows on its own disk and exits "
+                                                  "(default 20)")),
 )
 
 

@@ -38,18 +38,22 @@ from llmload.config import ConfigError, RunConfig, UserSetup, build_config
 from llmload.distributed import WORKER_REPORT_S, MasterLink, WorkerLink
 from llmload.health import ClientHealth
 from llmload.histogram import Histogram
+from llmload.limits import check_fd_budget
 from llmload.live import LiveHistory, LiveWindow
-from llmload.manifest import RunManifest, new_run_id, start_manifest
-from llmload.options import add_arguments, api_key_from_env, option
-from llmload.output import HistoryCsv, RequestsCsv, write_llm_stats
+from llmload.live_feed import sample_history
+from llmload.manifest import RunIdentity
+from llmload.options import add_arguments, option
+from llmload.output import HistoryCsv, OutputError, RequestsCsv
 from llmload.record import CANCELLED, CSV_COLUMNS, OK, RequestRecord
 from llmload.replay_link import ReplayLink
+from llmload.run_end import finish_run, open_requests_csv, output_failed, stop_before_quitting
 from llmload.server_scrape import ServerMetricsScraper, start_scraper
 from llmload.slo import task_limit_s
+from llmload.startup import checked_config
 from llmload.stats import LLMStats
-from llmload.summary import format_summary, run_notes
 from llmload.tasks import TaskRecord
 from llmload.transport import ClientOptions, first_model
+from llmload.worker_rows import WorkerRows, master_lost
 from llmload.workload.shared import SharedState
 
 log = logging.getLogger("llmload")
@@ -57,7 +61,6 @@ log = logging.getLogger("llmload")
 HISTORY_INTERVAL_S = 2.0
 LOCAL_FLUSH_S = 1.0
 _USERS_COL = CSV_COLUMNS.index("users")
-_RUN_ID_COL = CSV_COLUMNS.index("run_id")
 _IMPORT_PID = os.getpid()  # Locust forks --processes after importing the locustfile
 
 events.init_command_line_parser.add_listener(add_arguments)
@@ -100,9 +103,7 @@ class LLMLoadPlugin:
         self.pending_rows: list[tuple] = []
         self.writer: RequestsCsv | None = None
         self.rows_total = 0
-        self.run_id = ""  # this run's id, on every row the process writes (PREFIX_run.json)
-        self.manifest: RunManifest | None = None
-        self.row_listeners: list[Any] = []  # called with each batch of rows written (the search shape)
+        self.run = RunIdentity()  # the run id on every row, PREFIX_run.json; workers get the id from the master
         self._model: str | None = None
         self._model_lock = gevent.lock.Semaphore()
         self._request_prefix = ""
@@ -117,23 +118,36 @@ class LLMLoadPlugin:
         self.live = LiveWindow()
         self.history = LiveHistory()
         self.stop_reason = ""  # set by a shape that stopped (or held) on an SLO
-        self._workers: dict[str, dict[str, Any]] = {}  # master: latest in-flight and health per worker
-        self._history_csv: HistoryCsv | None = None
-        self._local_health: dict[str, Any] = {}
+        self.workers: dict[str, dict[str, Any]] = {}  # master: latest in-flight and health per worker
+        self.history_csv: HistoryCsv | None = None
+        self.local_health: dict[str, Any] = {}
         self.link: MasterLink | WorkerLink | None = None
         self.scraper: ServerMetricsScraper | None = None  # the server's /metrics, read by the master or local process
+        self.worker_rows = WorkerRows(None)
+        self.output_error = ""  # a file of the run could not be written: the run was stopped
         ev = environment.events
         ev.test_start.add_listener(self._on_test_start)
         ev.test_stop.add_listener(self._on_test_stop)
         ev.quitting.add_listener(self._on_quitting)
         if self.mode == "worker":
             self.link = WorkerLink(runner, self._take_payload, runner.stop, {
-                "llmload_processes": lambda data: setattr(self, "processes", max(1, int(data["n"]))),
+                "llmload_processes": self._on_run_info,
                 "llmload_rate": lambda data: setattr(self, "rate_override", float(data["rate"])),
             })
         elif self.mode == "master":
-            self.link = MasterLink(runner, self._ingest)
+            self.link = MasterLink(runner, self._ingest, self._run_info)
         self.replay = ReplayLink(self)  # trace replay: one clock for every process, the end of the run
+        if getattr(runner, "worker_state", None) in ("spawning", "running"):
+            self._on_test_start(environment)  # a late worker's first spawn fires test_start before Locust's init
+
+    def _run_info(self) -> dict[str, Any]:  # the master tells each worker how many share the load, its --csv
+        assert isinstance(self.link, MasterLink)
+        return {"n": max(1, len(self.link.expected)), "csv": self.option("csv_prefix") or "", "run_id": self.run.run_id}
+
+    def _on_run_info(self, data: dict[str, Any]) -> None:
+        self.processes = max(1, int(data["n"]))
+        self.worker_rows.master_prefix = data.get("csv") or None
+        self.run.run_id = data.get("run_id") or ""
 
     # -- configuration ---------------------------------------------------------------------------
     def option(self, name: str, default: Any = None) -> Any:
@@ -148,10 +162,8 @@ class LLMLoadPlugin:
 
     def check_at_init(self) -> None:
         """Fail once, before any user starts: one line, exit code 1."""
-        opts = self.env.parsed_options
-        require_host = self.mode != "worker" and bool(opts is not None and (opts.headless or opts.autostart))
         try:
-            self._config = build_config(self.env, require_host=require_host)
+            self._config = checked_config(self.env, self.mode, at_init=True)
         except ConfigError as e:
             if not _quiet_child():
                 sys.stderr.write(f"llmload: {e}\n")
@@ -162,7 +174,7 @@ class LLMLoadPlugin:
         # The web UI's form or the master's options may have changed what init saw.
         self.config_error = ""
         try:
-            self._config = build_config(self.env, require_host=self.mode != "worker")
+            self._config = checked_config(self.env, self.mode, at_init=False)
         except ConfigError as e:
             self._fail(str(e))
 
@@ -177,6 +189,7 @@ class LLMLoadPlugin:
         """A user class's setup; a user of a run that cannot start stops quietly (logged once)."""
         if self.config_error:
             raise StopUser()
+        check_fd_budget(self.env.runner.user_count if self.env.runner is not None else 0)  # a socket per user
         try:
             return self.config.setup_for(user_class)
         except ConfigError as e:
@@ -196,7 +209,10 @@ class LLMLoadPlugin:
         if not self._request_prefix:
             self._request_prefix = f"{self.worker_index}{random.getrandbits(32):08x}"
         self._request_n += 1
-        return f"{self._request_prefix}-{self._request_n}"
+        rid = f"{self._request_prefix}-{self._request_n}"
+        if isinstance(self.link, WorkerLink):
+            self.link.announce(rid)  # before it is written: the master can count it if this worker vanishes
+        return rid
 
     def resolve_model(self, host: str, client: ClientOptions) -> str:
         """``--model``, else the first model the server lists, fetched once per process."""
@@ -243,7 +259,9 @@ class LLMLoadPlugin:
         self.stats.add_task(task, task_limit_s(self.config.slos, task.scenario), track_delta=True)
 
     def _take_payload(self) -> dict[str, Any]:
-        rows, self.pending_rows = self.pending_rows, []
+        rows, self.pending_rows = self.run.stamp(self.pending_rows), []
+        if isinstance(self.link, WorkerLink):
+            self.worker_rows.write(rows, self.worker_index, self.link.others)  # its own disk, as shipped
         return {"rows": rows, "stats": self.stats.take_delta(), "in_flight": dict(self.in_flight),
                 "health": self.health.take(), "index": self.worker_index}
 
@@ -252,27 +270,28 @@ class LLMLoadPlugin:
         wire = payload.get("stats") or {}
         self.stats.merge_wire(wire)
         self._feed_itl(wire, time.time())
-        self._write_rows(payload.get("rows") or [], from_worker=client_id)
+        if isinstance(self.link, MasterLink):
+            self.link.rows_arrived(client_id, payload.get("rows") or [])
+        self.write_rows(payload.get("rows") or [], from_worker=client_id)
         if "health" in payload:
-            self._workers[client_id] = {"in_flight": payload.get("in_flight", {}), "health": payload["health"],
+            self.workers[client_id] = {"in_flight": payload.get("in_flight", {}), "health": payload["health"],
                                         "index": payload.get("index", 0)}
 
-    def _write_rows(self, rows: list, from_worker: str | None = None) -> None:
+    def write_rows(self, rows: list, from_worker: str | None = None) -> None:
         if not rows:
             return
         if from_worker is not None and isinstance(self.link, MasterLink):
             col, users = _USERS_COL, self.link.users
             rows = [(*row[:col], users.total_at(row[1], from_worker, row[col]), *row[col + 1:]) for row in rows]
-        if self.run_id:
-            col, run_id = _RUN_ID_COL, self.run_id
-            rows = [(*row[:col], run_id, *row[col + 1:]) for row in rows]
+        rows = self.run.stamp(rows)
         self.rows_total += len(rows)
         for row in rows:
             self.live.add_row(row)
         if self.writer is not None:
-            self.writer.write(rows)
-        for listener in self.row_listeners:
-            listener(rows)
+            try:
+                self.writer.write(rows)
+            except OutputError as e:
+                output_failed(self, e)
 
     def _feed_itl(self, wire: dict[str, Any], now: float) -> None:
         for name, data in wire.items():
@@ -285,42 +304,20 @@ class LLMLoadPlugin:
         """How far behind now the live window ends: rows are up to a report interval late."""
         return LOCAL_FLUSH_S + 1.0 if self.mode == "local" else WORKER_REPORT_S + 1.0
 
-    def client_state(self) -> tuple[dict[str, int], list[dict[str, Any]]]:
-        """(in-flight requests per scenario, health samples) over every load-generating process."""
-        if self.mode != "master":
-            health = [{**self._local_health, "worker": 0}] if self._local_health else []
-            return dict(self.in_flight), health
-        in_flight: dict[str, int] = {}
-        for s in self._workers.values():
-            for k, v in s.get("in_flight", {}).items():
-                in_flight[k] = in_flight.get(k, 0) + v
-        health = [{**s["health"], "worker": s.get("index", 0)} for s in self._workers.values() if s.get("health")]
-        return in_flight, health
-
     def sample_history(self, now: float) -> list[dict[str, Any]]:
         """One history row per scenario (and Aggregated) over the live window, to memory and CSV."""
-        if self.mode == "local":
-            self._local_health = self.health.take()
-        in_flight, health = self.client_state()
-        users = self.env.runner.user_count if self.env.runner is not None else 0
-        rows = self.history.sample(self.live, now, self.live_lag_s(), users, in_flight, health)
-        prefix = self.option("csv_prefix")
-        if prefix and rows:
-            if self._history_csv is None:
-                self._history_csv = HistoryCsv(f"{prefix}_llm_history.csv")  # fresh; open until quitting
-            self._history_csv.write(rows)
-        return rows
+        return sample_history(self, now)
 
     def _sample_history_forever(self) -> None:
         while True:
             gevent.sleep(HISTORY_INTERVAL_S)
-            self.sample_history(time.time())
+            sample_history(self, time.time())
 
     def _flush_locally(self) -> None:
         while True:
             gevent.sleep(LOCAL_FLUSH_S)
             rows, self.pending_rows = self.pending_rows, []
-            self._write_rows(rows)
+            self.write_rows(rows)
             self._feed_itl(self.stats.take_delta(), time.time())
 
     # -- run lifecycle ---------------------------------------------------------------------------
@@ -330,17 +327,14 @@ class LLMLoadPlugin:
         self.stats.clear()
         self.pending_rows = []
         prefix = self.option("csv_prefix")
+        if prefix and self.writer is None and self.mode != "worker":  # a process's first run: fresh files
+            self.writer = open_requests_csv(self, f"{prefix}_requests.csv")
         if self.mode != "worker":
-            self.run_id = new_run_id(time.time())
-            if prefix and self.writer is None:  # a new process's first run: fresh files
-                self.writer = RequestsCsv(f"{prefix}_requests.csv")
-            if prefix:
-                self.manifest = start_manifest(environment, self.config, self.run_id, prefix,
-                                               int(getattr(environment.runner, "worker_count", 1)), api_key_from_env())
+            self.run.start(environment, self.config, prefix)
         self.live = LiveWindow()
         self.history = LiveHistory()
         self.stop_reason = ""
-        self._workers = {}
+        self.workers = {}
         if self.mode != "master":
             self.health.start()
         if self.mode != "worker":
@@ -351,9 +345,12 @@ class LLMLoadPlugin:
                 self._config.server_metrics, self.env.host, prefix)
         if isinstance(self.link, MasterLink):
             self.link.start()
-            self.link.broadcast("llmload_processes", {"n": len(self.link.expected)})
+            self.link.broadcast("llmload_processes", self._run_info())
         elif isinstance(self.link, WorkerLink):
+            self.worker_rows.own_prefix = prefix or None
             self._spawn(self.link.report_users)
+            lost_after = self.config.faults.master_lost_after_s
+            self._spawn(lambda: self.link.watch_master(lost_after, lambda s: gevent.spawn(master_lost, self, s)))
         else:
             self._spawn(self._flush_locally)
 
@@ -378,36 +375,26 @@ class LLMLoadPlugin:
         self._finish_run()
 
     def _finish_run(self) -> None:
-        if self._finished_run:
-            return
-        self._finished_run = True
-        self._stop_background()
-        if self.scraper is not None:
-            self.scraper.stop()
-        if self.mode == "local":
-            rows, self.pending_rows = self.pending_rows, []
-            self._write_rows(rows)
-        rows = self.stats.rows()
-        prefix = self.option("csv_prefix")
-        if prefix and rows:
-            write_llm_stats(f"{prefix}_llm_stats.csv", rows)
-        self.health.stop()
-        if self.mode == "local":
-            self.sample_history(time.time())
-        if self.manifest is not None:
-            self.manifest.finish(time.time())
-            self.manifest = None
-        if rows and self.option("headless"):
-            hit_ratios = self._config.expected_hit_ratios() if self._config is not None else {}
-            notes = run_notes(self.history.limited_intervals, self.stop_reason, HISTORY_INTERVAL_S)
-            print("\n" + format_summary(rows, hit_ratios) + "\n" + notes + "\n", flush=True)
-            if self.writer is not None:
-                print(f"llmload: {self.writer.rows_written} request rows in {self.writer.path}", flush=True)
+        if not self._finished_run:
+            self._finished_run = True
+            self._stop_background()
+            if self.scraper is not None:
+                self.scraper.stop()
+            finish_run(self, HISTORY_INTERVAL_S)
+            self.run.finish(time.time())
+
+    def close_history(self) -> None:
+        if self.history_csv is not None:
+            self.history_csv.close()
+            self.history_csv = None
 
     def _on_quitting(self, environment: Environment, **_kw: Any) -> None:
         if self.mode != "worker":
+            if not self._finished_run:
+                stop_before_quitting(self)
             self._finish_run()
-        for f in (self.writer, self._history_csv):
-            if f is not None:
-                f.close()
-        self.writer = self._history_csv = None
+        else:
+            self.worker_rows.close()
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None

@@ -52,7 +52,7 @@ CSV_COLUMNS = (
     "tpot_ms", "e2e_ms", "itl_max_ms", "prompt_tokens", "cached_tokens", "completion_tokens",
     "max_tokens", "token_source", "finish_reason", "users", "worker", "session_id", "turn", "error",
     "scheduled_time", "requested_input_tokens", "arrival_rate", "run_id", "coalesced_reads", "step_kind",
-    "requested_image_tokens",
+    "requested_image_tokens", "backoff_ms",
 )
 
 
@@ -101,6 +101,8 @@ class RequestRecord:
     output_events: int = 0  # events that carried output (the chunk count when there is no usage)
     content_encoding: str = ""  # set when the server compressed the body despite Accept-Encoding: identity
     t0: float | None = None  # perf_counter() at t0, to hold timings against a server's own log
+    retry_after: str = ""  # the response's Retry-After header, if any (not a CSV column)
+    backoff_ms: float | None = None  # how long the user waited after this request (429/503/unreachable)
 
     @property
     def ok(self) -> bool:
@@ -117,6 +119,7 @@ class RequestRecord:
             self.finish_reason, m.users, m.worker, m.session_id, m.turn, self.error,
             None if m.scheduled_time is None else round(m.scheduled_time, 6), m.requested_input_tokens,
             m.arrival_rate, m.run_id or None, self.coalesced_reads, m.step_kind, m.requested_image_tokens,
+            rounded(self.backoff_ms),
         )
 
 
@@ -267,6 +270,7 @@ class StreamAccumulator:
 
 
 def failed_record(meta: RequestMeta, status: str, error: str, http_status: int | None = None,
-                  e2e_ms: float | None = None) -> RequestRecord:
+                  e2e_ms: float | None = None, retry_after: str = "") -> RequestRecord:
     """A request that never streamed: HTTP error, connect error, cancelled before the head."""
-    return RequestRecord(meta=meta, status=status, http_status=http_status, e2e_ms=e2e_ms, error=error[:500])
+    return RequestRecord(meta=meta, status=status, http_status=http_status, e2e_ms=e2e_ms, error=error[:500],
+                         retry_after=retry_after[:100])

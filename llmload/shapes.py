@@ -282,8 +282,8 @@ class SearchLoadShape(_LLMShape):
         plugin = cfg["plugin"]
         slos = list(plugin.config.slos) if plugin is not None else []
         self._slos = with_error_budget(slos, DEFAULT_ERROR_BUDGET)
-        if plugin is not None and self._on_rows not in plugin.row_listeners:
-            plugin.row_listeners.append(self._on_rows)
+        if plugin is not None and self._on_rows not in plugin.run.listeners:
+            plugin.run.listeners.append(self._on_rows)
         self._start_step(self._search.next_level(), now)
 
     def _on_rows(self, rows: list[tuple]) -> None:

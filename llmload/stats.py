@@ -29,16 +29,17 @@ AGGREGATED = "Aggregated"
 LATE_MS = 10.0
 """A request sent more than this after its scheduled time counts as late (the client fell behind)."""
 (_START, _STATUS, _TTFT, _TTFT_VIS, _TPOT, _E2E, _ITL_MAX, _PROMPT, _CACHED, _COMPLETION, _REQUESTED, _SCHEDULED,
- _IMAGE) = (
+ _IMAGE, _BACKOFF) = (
     CSV_COLUMNS.index(c) for c in ("start_time", "status", "ttft_ms", "ttft_visible_ms", "tpot_ms", "e2e_ms",
                                    "itl_max_ms", "prompt_tokens", "cached_tokens", "completion_tokens",
-                                   "requested_input_tokens", "scheduled_time", "requested_image_tokens"))
+                                   "requested_input_tokens", "scheduled_time", "requested_image_tokens",
+                                   "backoff_ms"))
 
 
 class ScenarioStats:
     __slots__ = ("hist", "status_counts", "output_tokens", "prompt_tokens", "cached_tokens", "first_start",
                  "last_end", "requested_input", "reported_input", "compared", "compressed", "coalesced", "lag",
-                 "late", "requested_image", "tasks")
+                 "late", "requested_image", "tasks", "backoff_waits", "backoff_ms")
 
     def __init__(self) -> None:
         self.hist = {m: Histogram() for m in METRICS}
@@ -58,12 +59,14 @@ class ScenarioStats:
         self.lag = Histogram()  # schedule lag, ms
         self.late = 0
         self.tasks = TaskStats()
+        self.backoff_waits = 0  # requests after which a user waited (429/503/unreachable), and how long
+        self.backoff_ms = 0.0
 
     def add(self, rec: RequestRecord) -> None:
         m = rec.meta
         self.add_values(rec.status, m.start_time, rec.ttft_ms, rec.ttft_visible_ms, rec.tpot_ms, rec.e2e_ms,
                         rec.itl_max_ms, rec.prompt_tokens, rec.cached_tokens, rec.completion_tokens,
-                        m.requested_input_tokens, m.scheduled_time, m.requested_image_tokens)
+                        m.requested_input_tokens, m.scheduled_time, m.requested_image_tokens, rec.backoff_ms)
         if rec.status == OK and rec.itl_ms:
             self.hist["itl"].record_many(rec.itl_ms)
         if rec.content_encoding:
@@ -73,17 +76,21 @@ class ScenarioStats:
     def add_row(self, row: tuple) -> None:
         """Account a PREFIX_requests.csv row (tuple in CSV_COLUMNS order; no per-chunk ITL)."""
         self.add_values(row[_STATUS], row[_START], row[_TTFT], row[_TTFT_VIS], row[_TPOT], row[_E2E], row[_ITL_MAX],
-                        row[_PROMPT], row[_CACHED], row[_COMPLETION], row[_REQUESTED], row[_SCHEDULED], row[_IMAGE])
+                        row[_PROMPT], row[_CACHED], row[_COMPLETION], row[_REQUESTED], row[_SCHEDULED], row[_IMAGE],
+                        row[_BACKOFF])
 
     def add_values(self, st: str, start: float, ttft: float | None, ttft_visible: float | None, tpot: float | None,
                    e2e: float | None, itl_max: float | None, prompt: int | None, cached: int | None,
                    completion: int | None, requested: int | None, scheduled: float | None = None,
-                   image: int | None = None) -> None:
+                   image: int | None = None, backoff_ms: float | None = None) -> None:
         self.status_counts[st] = self.status_counts.get(st, 0) + 1
         if scheduled is not None and start:
             lag_ms = max(start - scheduled, 0.0) * 1000.0
             self.lag.record(lag_ms)
             self.late += lag_ms > LATE_MS
+        if backoff_ms:
+            self.backoff_waits += 1
+            self.backoff_ms += backoff_ms
         if start < self.first_start:
             self.first_start = start
         end = start + (e2e or 0.0) / 1000.0
@@ -124,6 +131,8 @@ class ScenarioStats:
         self.lag.merge(other.lag)
         self.late += other.late
         self.tasks.merge(other.tasks)
+        self.backoff_waits += other.backoff_waits
+        self.backoff_ms += other.backoff_ms
 
     @property
     def requests(self) -> int:
@@ -138,7 +147,8 @@ class ScenarioStats:
             "h": {m: self.hist[m].to_wire() for m in METRICS if self.hist[m]},
             "s": self.status_counts,
             "t": [self.output_tokens, self.prompt_tokens, self.cached_tokens, self.requested_input,
-                  self.reported_input, self.compared, self.compressed, self.coalesced],
+                  self.reported_input, self.compared, self.compressed, self.coalesced, self.backoff_waits,
+                  self.backoff_ms],
             "w": [self.first_start if self.requests else None, self.last_end if self.requests else None],
             "x": {"lag": self.lag.to_wire() if self.lag else None, "late": self.late, "img": self.requested_image,
                   "tasks": self.tasks.to_wire() if self.tasks.count else None},
@@ -150,8 +160,9 @@ class ScenarioStats:
         for m, h in data["h"].items():
             s.hist[m] = Histogram.from_wire(h)
         s.status_counts = dict(data["s"])
+        t = [*data["t"], 0, 0, 0, 0][:10]  # fewer fields: a worker of an older llmload
         (s.output_tokens, s.prompt_tokens, s.cached_tokens, s.requested_input, s.reported_input,
-         s.compared, s.compressed, s.coalesced) = data["t"]
+         s.compared, s.compressed, s.coalesced, s.backoff_waits, s.backoff_ms) = t
         if data["w"][0] is not None:
             s.first_start, s.last_end = data["w"]
         x = data.get("x") or {}
@@ -202,6 +213,8 @@ class ScenarioStats:
                     "p99_schedule_lag_ms": rounded(p99), "max_schedule_lag_ms": rounded(lag.max) if lag else None,
                     "late_requests": self.late})
         row.update(self.tasks.summary())
+        row["backoff_waits"] = self.backoff_waits
+        row["backoff_s"] = round(self.backoff_ms / 1000.0, 3)
         return row
 
 

@@ -5,14 +5,45 @@ Usage::
 
     print(format_summary(stats.rows(), expected_hit_ratio={"rag": 0.9}))
     print(run_notes(history.limited_intervals, stop_reason="", interval_s=2.0))
+    print(error_note(stats.rows(), history.error_intervals, 2.0))   # first, when errors dominate
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from llmload.health import errors_dominate
 from llmload.record import STATUSES
 from llmload.stats import AGGREGATED, LATE_MS
+
+
+def _total(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return next((r for r in rows if r["scenario"] == AGGREGATED), rows[0] if len(rows) == 1 else None)
+
+
+def error_note(rows: list[dict[str, Any]], error_intervals: list[str], interval_s: float) -> str:
+    """Printed first when most requests failed: the numbers below then describe failures, not capacity."""
+    total = _total(rows)
+    if total is None:
+        return ""
+    finished = total["ok"] + total["failures"]
+    parts = []
+    if errors_dominate(finished, total["failures"]):
+        by_status = ", ".join(f"{st} {total[st]}" for st in STATUSES[1:-1] if total.get(st))
+        parts.append(f"SERVER ERRORS: {total['failures']} of {finished} finished requests failed ({by_status}): "
+                     "the server, or the way to it, failed the run; the client is not the limit")
+    if error_intervals:
+        parts.append(f"errors dominated {len(error_intervals)} of the {interval_s:g}-second intervals "
+                     f"(last: {error_intervals[-1]})")
+    return "\n".join(parts)
+
+
+def backoff_note(rows: list[dict[str, Any]]) -> str:
+    total = _total(rows)
+    if total is None or not total.get("backoff_waits"):
+        return ""
+    return (f"backoff: users waited {total['backoff_s']:.1f} s in all, after {total['backoff_waits']} requests "
+            "answered 429/503 or not at all (Retry-After, else exponential backoff; column backoff_ms)")
 
 
 def format_summary(rows: list[dict[str, Any]], expected_hit_ratio: dict[str, float] | None = None) -> str:
@@ -96,10 +127,14 @@ def schedule_line(r: dict[str, Any]) -> str:
     return f"{r['scenario']}: every one of {n} scheduled requests sent within {LATE_MS:g} ms of its time ({lag})"
 
 
-def run_notes(limited_intervals: list[str], stop_reason: str, interval_s: float) -> str:
-    """Whether the load generator limited the run, and why a shape stopped it."""
+def run_notes(limited_intervals: list[str], stop_reason: str, interval_s: float,
+              errors_first: bool = False) -> str:
+    """Whether the load generator limited the run, and why a shape stopped it (``errors_first``:
+    errors dominated, so the client is not judged)."""
     notes = []
-    if limited_intervals:
+    if errors_first and not limited_intervals:
+        notes.append("client: not judged (errors dominated the run)")
+    elif limited_intervals:
         n = len(limited_intervals)
         notes.append(f"CLIENT-LIMITED: the load generator, not the server, limited the run during {n} of the "
                      f"{interval_s:g}-second intervals (last: {limited_intervals[-1]}); add worker "
@@ -109,3 +144,27 @@ def run_notes(limited_intervals: list[str], stop_reason: str, interval_s: float)
     if stop_reason:
         notes.append(stop_reason)
     return "\n".join(notes)
+
+
+def lost_note(lost: list[tuple[Any, str, int]], prefix: str | None) -> str:
+    """Workers that vanished (SIGKILL, a host gone) with requests the master has no row for."""
+    lines = []
+    for index, client_id, n in lost:
+        where = f"{prefix}_requests.worker{index}.csv on its host" if prefix else "its own --csv file, if any"
+        lines.append(f"LOST WORKER {index} ({client_id}): no final data; {n} of its requests have no row here "
+                     f"(in flight, or finished but not yet reported, when it vanished; the server saw them; "
+                     f"{where} has those it finished before the last report)")
+    return "\n".join(lines)
+
+
+def end_of_run_text(rows: list[dict[str, Any]], hit_ratios: dict[str, float], history: Any, stop_reason: str,
+                    interval_s: float, lost: list[tuple[Any, str, int]], prefix: str | None,
+                    output_error: str = "") -> str:
+    """What a headless run prints at the end: what went wrong first (errors that dominated, a
+    file that could not be written, lost workers), then the table and the notes."""
+    first = error_note(rows, history.error_intervals, interval_s)
+    parts = [p for p in (first, f"OUTPUT FAILED: {output_error}" if output_error else "", lost_note(lost, prefix),
+                         format_summary(rows, hit_ratios), backoff_note(rows),
+                         run_notes(history.limited_intervals, stop_reason, interval_s, errors_first=bool(first)))
+             if p]
+    return "\n".join(parts)

@@ -21,6 +21,7 @@ import math
 import random
 import re
 import sys
+import time
 from fractions import Fraction
 from typing import Any
 
@@ -28,6 +29,7 @@ import gevent
 import gevent.lock
 from locust import User, constant, task
 
+from llmload.backoff import Backoff
 from llmload.config import UserSetup
 from llmload.plugin import get_plugin
 from llmload.protocol import ENDPOINTS
@@ -96,6 +98,7 @@ class LLMUser(User):
         self._arrival_rate = 0.0
         self.endpoint_name = "chat"
         self._loop: Any = None  # trace replay or agent tasks: the task body instead of one request
+        self._backoff: Backoff | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
     def on_start(self) -> None:
@@ -107,6 +110,7 @@ class LLMUser(User):
         client = plugin.config.client
         if spec is not None and spec.headers:
             client = dataclasses.replace(client, headers=client.headers + spec.headers)
+        self._backoff = Backoff(plugin.config.faults.backoff, random.Random(self.seed() ^ 0x0BAC0FF))
         self.transport = make_transport(setup.transport, self.host, ENDPOINTS[endpoint], client)
         model = plugin.option("model") or (spec.model if spec and spec.model else None) or self.model \
             or plugin.resolve_model(self.host, client)
@@ -244,7 +248,13 @@ class LLMUser(User):
             rec = self.transport.stream(body, meta, want_text=request.want_text, on_cancel=self.plugin.record)
         finally:
             in_flight[request.scenario] -= 1
+        wait_s = self._backoff.after(rec.status, rec.http_status, rec.retry_after, time.time()) \
+            if self._backoff is not None else 0.0
+        if wait_s > 0:
+            rec.backoff_ms = wait_s * 1000.0
         self.plugin.record(rec)
+        if wait_s > 0:
+            gevent.sleep(wait_s)  # 429/503/unreachable: no hot loop of instant failures (llmload.backoff)
         return rec
 
 

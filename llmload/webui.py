@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response, request, send_file
 
+from llmload.live_feed import client_state
 from llmload.output import HISTORY_COLUMNS
 from llmload.record import OK, STATUSES
 from llmload.stats import AGGREGATED
@@ -104,7 +105,7 @@ def tab_rows(plugin: LLMLoadPlugin) -> list[dict[str, Any]]:
     latest = plugin.history.latest()
     if not latest:
         return []
-    _, health = plugin.client_state()
+    _, health = client_state(plugin)
     limited = [h for h in health if h.get("limited")]
     if limited:
         from llmload.health import describe
@@ -117,6 +118,14 @@ def tab_rows(plugin: LLMLoadPlugin) -> list[dict[str, Any]]:
     scraper = plugin.scraper
     sample = scraper.samples[-1] if scraper is not None and scraper.samples else None
     out = []
+    total = latest[-1]  # Aggregated, or the only scenario
+    if total.get("errors_dominate"):  # first, and the client is not blamed for it
+        by_status = ", ".join(f"{k} {v}" for k, v in sorted(total.get("errors_by_status", {}).items()))
+        failed = total["errors"] / max(1, total["ok"] + total["errors"]) * 100
+        out.append({**{k: "" for k, _ in TABLE}, "scenario": "SERVER ERRORS", "errors": total["errors"],
+                    "errors_text": f"{failed:.0f} % of requests failed ({by_status}): the server, or the way to it",
+                    "client": "not judged"})
+        client = "not judged (errors dominate)"
     for r in latest:
         row = {k: _fmt(r.get(k)) for k, _ in TABLE}
         row["window"] = f"last {r.get('window_s') or 0:.0f} s"
@@ -183,7 +192,7 @@ def install(environment: Any, plugin: LLMLoadPlugin) -> None:
     def history() -> Response:
         since = float(request.args.get("since", 0) or 0)
         server_since = float(request.args.get("server_since", 0) or 0)
-        rows = [dict(r) for r in plugin.history.rows if r["time"] > since]
+        rows = plugin.history.rows_since(since)
         scraper = plugin.scraper
         server = [s for s in (scraper.samples if scraper is not None else []) if s["time"] > server_since]
         return Response(json.dumps({"rows": rows, "server": server, "state": _runner_state(plugin),

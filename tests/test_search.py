@@ -91,7 +91,7 @@ class FakePlugin:
     def __init__(self, slos):
         self.config = types.SimpleNamespace(slos=slos, shape={})
         self.stop_reason = ""
-        self.row_listeners = []
+        self.run = types.SimpleNamespace(listeners=[])
         self.rates = []
 
     def live_lag_s(self):
@@ -132,7 +132,7 @@ def test_search_shape_finds_the_knee_and_says_how_many_steps(monkeypatch):
         levels.append(users)
         now = clock["now"]
         rows = [row(now + i * 0.05, users, 50.0 if users <= 16 else 500.0) for i in range(20)]
-        for listener in plugin.row_listeners:
+        for listener in plugin.run.listeners:
             listener(rows)
         clock["now"] += 1.0
     else:

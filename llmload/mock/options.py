@@ -30,6 +30,7 @@ class MockConfig:
     output_mean_tokens: int = 256
     tool_call_rate: float = 0.5  # share of tool_choice "auto" replies that call a tool
     metrics_format: str = "vllm"  # names and counting of /metrics: vllm, sglang or tgi
+    retry_after_s: float | None = None  # Retry-After sent with 429 and 503 faults
 
 
 def port_number(text: str) -> int:
@@ -75,6 +76,8 @@ def add_mock_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fault", action="append", default=[], metavar="VALUE=RATE",
                    help="inject a fault into a share of requests, e.g. 429=0.05, disconnect:10=0.01, "
                         "stall:2=0.01 (repeatable)")
+    p.add_argument("--retry-after", type=float, default=None, metavar="S",
+                   help="send Retry-After: S with 429 and 503 faults (default: no Retry-After)")
     g = p.add_argument_group("engine parameters (override the profile)")
     for name, kind in ENGINE_FLAGS.items():
         flag = "--" + name.replace("_", "-")
@@ -119,4 +122,5 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
         output_mean_tokens=args.output_mean_tokens or profile.output_mean_tokens,
         tool_call_rate=args.tool_call_rate,
         metrics_format=getattr(args, "metrics_format", None) or "vllm",
+        retry_after_s=args.retry_after,
     )

@@ -167,9 +167,9 @@ class MockServer:
                 pass
 
     def _send(self, sock: socket.socket, status: int, body: bytes, content_type: str = "application/json",
-              close: bool = False) -> None:
+              close: bool = False, extra: str = "") -> None:
         head = (
-            f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\ncontent-type: {content_type}\r\n"
+            f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\ncontent-type: {content_type}\r\n{extra}"
             f"content-length: {len(body)}\r\n{'connection: close' + chr(13) + chr(10) if close else ''}\r\n"
         )
         sock.sendall(head.encode() + body)
@@ -213,7 +213,10 @@ class MockServer:
             self._log_request(rid, arrival_mono, arrival_unix, None, "error:400", 0, 0)
             return True
         if fault is not None and fault.kind == "http":
-            self._send(sock, fault.status, api.error_body(fault.status, f"mock fault: HTTP {fault.status}"))
+            ra = self.config.retry_after_s
+            extra = f"retry-after: {ra:g}\r\n" if ra is not None and fault.status in (429, 503) else ""
+            self._send(sock, fault.status, api.error_body(fault.status, f"mock fault: HTTP {fault.status}"),
+                       extra=extra)
             self._log_request(rid, arrival_mono, arrival_unix, None, f"fault:{fault.status}", 0, 0, fault)
             return True
         try:

@@ -90,13 +90,13 @@ def budget_text(opts: ReportOptions) -> str:
     return f"error_rate ≤ {opts.error_budget:.4g} (default; --error-budget FRACTION or off to change)"
 
 
-def build_report(prefix: str, opts: ReportOptions | None = None) -> Report:
+def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> Report:
     """Load ``PREFIX_requests.csv`` and compute every section. Raises ReportError on bad input."""
     opts = opts or ReportOptions()
     opts.validate()
     loaded = load_requests(prefix, opts.run_id)
     df = loaded.df
-    manifest, manifest_warnings = read_manifest(prefix, loaded.run_id)
+    manifest, manifest_warnings = read_manifest(prefix if isinstance(prefix, str) else prefix[0], loaded.run_id)
     warmup = opts.warmup_s
     if warmup is None:
         warmup = search_warmup(manifest)

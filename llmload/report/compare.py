@@ -5,8 +5,9 @@ per :data:`COLUMNS` entry: capacity, cost per request and per good request, $ pe
 tokens, TTFT/TPOT percentiles at a *matched load* (the highest level every run measured with a
 verdict, or ``--at``) and the prefix-cache hit ratio. A run without a capacity is shown as such.
 
-``COLUMNS`` is a list of specs (key, title, value, format): a new comparison is one more entry,
-and each run's steps stay the report's step dicts, which other modules may add keys to.
+``COLUMNS`` is a list of specs (key, title, value, format): a new comparison is one more entry
+(the server's side, from :func:`llmload.report.server.server_columns`, is five of them), and each
+run's steps stay the report's step dicts, which other modules add keys to (``server``).
 
 Usage::
 
@@ -25,6 +26,7 @@ from llmload.report.build import build_report
 from llmload.report.format import fmt, fmt_usd
 from llmload.report.load import ReportError
 from llmload.report.model import Report, ReportOptions
+from llmload.report.server import server_columns
 
 
 @dataclass
@@ -55,6 +57,10 @@ def _at(field_: str, q: str) -> Callable[[Run], Any]:
     return lambda run: None if run.matched is None else run.matched[field_].get(q)
 
 
+def _server(key: str) -> Callable[[Run], Any]:
+    return lambda run: server_columns(run.report).get(key)
+
+
 def _capacity_text(v: Any) -> str:
     return v if isinstance(v, str) else fmt(v)
 
@@ -82,6 +88,13 @@ COLUMNS: list[Column] = [
       for f, name in (("ttft", "TTFT"), ("tpot", "TPOT")) for q in ("p50", "p95", "p99")],
     Column("prefix_cache_hit_ratio", "prefix-cache hit ratio (cached ÷ prompt tokens)",
            lambda r: (r.report.overall.prefix_cache or {}).get("hit_ratio_tokens"), lambda v: fmt(v, 3)),
+    # the server's side (runs with PREFIX_server_metrics.csv; "–" for the others), llmload.report.server
+    *[Column(key, title, _server(key), lambda v, nd=nd: v if isinstance(v, str) else fmt(v, nd))
+      for key, title, nd in (("server_limited_by", "server-side limited by", 0),
+                             ("server_kv_usage_max", "KV-cache usage max at capacity", 3),
+                             ("server_waiting_mean", "server queue (waiting) mean at capacity", 1),
+                             ("server_ttft_p50_ms", "server TTFT p50 at capacity (ms)", 1),
+                             ("ttft_gap_mean_ms", "TTFT gap client − server at capacity (ms)", 1))],
 ]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,9 +20,10 @@ class ReportError(Exception):
 REQUIRED = ("start_time", "status", "users")
 NUMERIC = ("start_time", "http_status", "ttft_ms", "ttft_visible_ms", "tpot_ms", "e2e_ms", "itl_max_ms",
            "prompt_tokens", "cached_tokens", "completion_tokens", "max_tokens", "users", "worker", "turn",
-           "scheduled_time", "requested_input_tokens", "arrival_rate", "requested_image_tokens")
-TEXT = ("request_id", "scenario", "status", "token_source", "finish_reason", "session_id", "error", "run_id",
-        "step_kind")
+           "scheduled_time", "requested_input_tokens", "arrival_rate", "coalesced_reads", "requested_image_tokens",
+           "backoff_ms")
+TEXT = ("request_id", "scenario", "status", "token_source", "finish_reason", "session_id", "error", "step_kind",
+        "run_id")
 
 
 @dataclass
@@ -34,7 +36,7 @@ class Loaded:
 
 
 def requests_path(prefix: str) -> str:
-    if prefix.endswith("_requests.csv"):
+    if prefix.endswith(".csv"):  # a file: PREFIX_requests.csv, a worker's PREFIX_requests.workerN.csv, ...
         return prefix
     return f"{prefix}_requests.csv"
 
@@ -66,16 +68,36 @@ def _runs_text(df: pd.DataFrame, ids: pd.Series) -> str:
                      for rid, (t, n) in first.iterrows())
 
 
-def load_requests(prefix: str, run_id: str | None = None) -> Loaded:
-    """Load the rows (of one run); raise ReportError when nothing usable is there."""
-    path = requests_path(prefix)
-    if not os.path.exists(path):
-        raise ReportError(f"{path}: no such file (pass the --csv PREFIX of a run, e.g. runs/chat)")
+def load_requests(prefix: str | Sequence[str], run_id: str | None = None) -> Loaded:
+    """Load the rows of one run: a prefix or a file, or several files (a master's and its
+    workers' ``PREFIX_requests.workerN.csv``, e.g. after the master was lost), a request found in
+    several counted once; with ``run_id``, that run's rows (:func:`select_run`). Raise
+    ReportError when nothing usable is there."""
+    sources = [prefix] if isinstance(prefix, str) else list(prefix)
+    if not sources:
+        raise ReportError("no requests CSV given")
     warnings: list[str] = []
+    frames = [_read_one(requests_path(p), warnings) for p in sources]
+    path = ", ".join(requests_path(p) for p in sources)
+    df = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    if len(frames) > 1 and "request_id" in df.columns:
+        dup = df["request_id"].notna() & df["request_id"].duplicated()
+        if dup.any():
+            warnings.append(f"{int(dup.sum())} request(s) found in more than one file were counted once")
+            df = df[~dup.to_numpy()].reset_index(drop=True)
+    return _finish(path, df, warnings, run_id)
+
+
+def _read_one(path: str, warnings: list[str]) -> pd.DataFrame:
+    if not os.path.exists(path):
+        raise ReportError(f"{path}: no such file (pass the --csv PREFIX of a run, e.g. runs/chat, or its "
+                          "PREFIX_requests*.csv files)")
     with open(path, "rb") as f:
         raw = f.read()
     if not raw.strip():
         raise ReportError(f"{path}: the file is empty (did the run write any request?)")
+    if b"\0" in raw[:65536]:
+        raise ReportError(f"{path}: not a CSV file (binary data); expected the header {','.join(CSV_COLUMNS)}")
     if not raw.endswith(b"\n"):
         # A run killed mid-write leaves a partial last line: drop it, keep the rest.
         cut = raw.rfind(b"\n")
@@ -83,11 +105,14 @@ def load_requests(prefix: str, run_id: str | None = None) -> Loaded:
             raise ReportError(f"{path}: only a partial header line")
         warnings.append(f"{path}: the last line was cut off (a run killed mid-write?); it was skipped")
         raw = raw[:cut + 1]
-    header = raw.split(b"\n", 1)[0].decode("utf-8", "replace").strip().split(",")
+    header = [c.strip() for c in raw.split(b"\n", 1)[0].decode("utf-8", "replace").strip().split(",")]
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         raise ReportError(f"{path}: missing column(s) {', '.join(missing)}; expected the header "
                           f"{','.join(CSV_COLUMNS)}")
+    doubled = sorted({c for c in header if c and header.count(c) > 1})
+    if doubled:
+        raise ReportError(f"{path}: column(s) {', '.join(doubled)} appear more than once in the header")
     absent = [c for c in CSV_COLUMNS if c not in header and c != "run_id"]  # no run_id: one run
     if absent:
         warnings.append(f"{path}: no column(s) {', '.join(absent)}; what needs them is left out")
@@ -98,7 +123,7 @@ def load_requests(prefix: str, run_id: str | None = None) -> Loaded:
     try:
         df = pd.read_csv(io.BytesIO(raw), usecols=usecols, dtype={k: v for k, v in dtypes.items() if v != "float64"},
                          keep_default_na=False, na_values=[""], engine="c", on_bad_lines="skip")
-    except (ValueError, pd.errors.ParserError) as e:
+    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
         raise ReportError(f"{path}: cannot parse: {e}") from None
     for c in NUMERIC:
         if c in df.columns and not pd.api.types.is_numeric_dtype(df[c]):
@@ -107,6 +132,10 @@ def load_requests(prefix: str, run_id: str | None = None) -> Loaded:
             lost = int(before - df[c].notna().sum())
             if lost:
                 warnings.append(f"{path}: column {c}: {lost} value(s) that are not numbers were ignored")
+    return df
+
+
+def _finish(path: str, df: pd.DataFrame, warnings: list[str], run_id: str | None) -> Loaded:
     if "scenario" not in df.columns:
         df["scenario"] = pd.Categorical(["default"] * len(df))
     df["scenario"] = df["scenario"].astype("string").fillna("default").astype("category")

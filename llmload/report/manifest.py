@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
 from llmload.manifest import MANIFEST_SUFFIX
 
 
 def manifest_path(prefix: str) -> str:
-    base = prefix[: -len("_requests.csv")] if prefix.endswith("_requests.csv") else prefix
-    return base + MANIFEST_SUFFIX
+    """``runs/chat`` (or ``runs/chat_requests.csv``, ``runs/chat_requests.worker0.csv``) → ``runs/chat_run.json``."""
+    return re.sub(r"_requests(\.[^/]*)?\.csv$", "", prefix) + MANIFEST_SUFFIX
 
 
 def read_manifest(prefix: str, run_id: str | None) -> tuple[dict[str, Any] | None, list[str]]:

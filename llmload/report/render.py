@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
 import numpy as np
@@ -213,7 +214,7 @@ def report_names(name_prefix: str = "") -> dict[str, str]:
 
 def default_out(source: str) -> tuple[str, str]:
     """(directory, name prefix) of a report written without ``--out``: next to the CSV, after its prefix."""
-    base = source[: -len("_requests.csv")] if source.endswith("_requests.csv") else source
+    base = re.sub(r"_requests(\.[^/]*)?\.csv$", "", source)  # PREFIX_requests.csv, PREFIX_requests.worker0.csv
     return os.path.dirname(base) or ".", os.path.basename(base) + "_"
 
 

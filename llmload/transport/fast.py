@@ -29,6 +29,7 @@ from gevent.hub import Waiter
 from llmload import http1, netstamp
 from llmload import record as R
 from llmload.chunks import classify_event
+from llmload.limits import explain_connect_error
 from llmload.protocol import error_message
 from llmload.transport.connection import ClientOptions, proxy_for
 from llmload.transport.reader import reader as process_reader
@@ -147,7 +148,8 @@ class FastTransport:
                     where = f"{self.target.host}:{self.target.port}"
                     if self._proxy:
                         where += f" through the proxy {self._proxy.host}:{self._proxy.port}"
-                    return R.failed_record(meta, R.CONNECT_ERROR, f"cannot connect to {where}: {e}",
+                    return R.failed_record(meta, R.CONNECT_ERROR, f"cannot connect to {where}: "
+                                           f"{explain_connect_error(e)}",
                                            e2e_ms=(perf_counter() - c0) * 1000.0)
             rec = self._exchange(data, meta, want_text, on_cancel)
             if rec is not None:
@@ -222,8 +224,9 @@ class FastTransport:
                 message = error_message(st.error_body())
             else:
                 message = detail or "error response cut off"
+            retry_after = st.head.headers.get("retry-after", "") if st.head is not None else ""
             return R.failed_record(meta, R.status_for_http(code), self.options.redact(message), http_status=code,
-                                   e2e_ms=e2e)
+                                   e2e_ms=e2e, retry_after=retry_after)
         if code and st.sse_body is False and st.acc.bad is None:
             ctype = st.head.headers.get("content-type", "no Content-Type") if st.head else "?"
             message = error_message(st.error_body()) if st.err_body else "an empty body"

@@ -125,7 +125,8 @@ class OpenAITransport:
         except openai.APIStatusError as e:
             return R.failed_record(meta, R.status_for_http(e.status_code),
                                    self.options.redact(_status_message(e)), http_status=e.status_code,
-                                   e2e_ms=(perf_counter() - t0) * 1000.0)
+                                   e2e_ms=(perf_counter() - t0) * 1000.0,
+                                   retry_after=e.response.headers.get("retry-after", ""))
         except openai.APITimeoutError:
             state, detail = "timeout", f"no bytes for {self.options.timeout:g} s"
         except openai.APIConnectionError as e:

@@ -4,6 +4,9 @@ A dataset becomes a list of conversations; each conversation is a list of user t
 with the length (words) of the reply the dataset had for it, when it had one. Length filters
 apply to the first user turn, in words (the mock's token count; about tokens for real ones).
 
+Files that are not regular files, not UTF-8, or too big to read into memory (``MAX_BYTES``; a
+JSONL file with ``limit:`` is read only as far as needed) get one clear error each.
+
 JSONL lines: ``{"prompt": "..."}``, ``{"messages": [{"role": ..., "content": ...}, ...]}``
 (user turns are replayed, other roles kept only as a leading system prompt), optionally with
 ``"output_tokens": N``.
@@ -12,7 +15,10 @@ JSONL lines: ``{"prompt": "..."}``, ``{"messages": [{"role": ..., "content": ...
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from llmload.workload.spec import DatasetSpec, ScenarioError
 
@@ -33,12 +39,48 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
-def load_dataset(spec: DatasetSpec) -> list[Conversation]:
+MAX_BYTES = 1 << 30  # read whole into memory (JSON; JSONL without limit:): beyond this, one clear error
+
+
+def _read(spec: DatasetSpec) -> str:
+    path = spec.path
     try:
-        with open(spec.path, encoding="utf-8") as f:
-            raw = f.read()
+        st = os.stat(path)
     except OSError as e:
-        raise ScenarioError(f"{spec.path}: cannot read the dataset: {e.strerror}") from None
+        raise ScenarioError(f"{path}: cannot read the dataset: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ScenarioError(f"{path}: cannot read the dataset: not a regular file")
+    whole_file = spec.format == "sharegpt" or spec.limit is None
+    if whole_file and st.st_size > MAX_BYTES:
+        hint = "split it, or convert it to JSONL and set limit:" if spec.format == "sharegpt" else "set limit:"
+        raise ScenarioError(f"{path}: the dataset is {st.st_size / (1 << 30):.1f} GiB, over the "
+                            f"{MAX_BYTES >> 30} GiB read into memory; {hint}")
+    try:
+        with open(path, "rb") as f:
+            if whole_file:
+                data = f.read()
+            else:  # JSONL with limit: read lines until enough conversations could pass
+                data = b"".join(_head_lines(f, spec.limit))
+        return data.decode("utf-8")
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read the dataset: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{path}: not UTF-8 text (byte {e.start}): expected ShareGPT JSON or JSONL") from None
+
+
+def _head_lines(f: BinaryIO, limit: int) -> list[bytes]:
+    """Enough of a big JSONL file for ``limit`` conversations after filters (100 × limit lines)."""
+    out, total = [], 0
+    for line in f:
+        out.append(line)
+        total += len(line)
+        if len(out) >= 100 * limit or total > MAX_BYTES:
+            break
+    return out
+
+
+def load_dataset(spec: DatasetSpec) -> list[Conversation]:
+    raw = _read(spec)
     convs = _sharegpt(raw, spec.path) if spec.format == "sharegpt" else _jsonl(raw, spec.path)
     out = []
     for c in convs:

@@ -10,6 +10,8 @@ Usage::
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 from typing import Any
 
@@ -18,7 +20,7 @@ from llmload.slo import SLO, parse_slo
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
 from llmload.workload.spec import AgentSpec, ArrivalSpec, DatasetSpec, PrefixGroup, SessionSpec, WorkloadSpec
 from llmload.workload.traffic_sections import parse_agent, parse_images, parse_response_format, parse_trace_section
-from llmload.workload.yaml_lines import Ctx, choice, keys, number, whole
+from llmload.workload.yaml_lines import MAX_PREFIXES, MAX_TOKENS, Ctx, choice, keys, number, whole
 
 WORKLOAD_KEYS = {"weight", "endpoint", "model", "system_prompt", "sampling", "extra", "ignore_eos", "input_tokens",
                  "output_tokens", "prefix", "max_concurrent", "session", "dataset", "arrival", "slo", "headers",
@@ -34,9 +36,15 @@ def distribution(ctx: Ctx, d: dict, key: str, path: str, integer: bool = True,
     if key not in d:
         return None
     try:
-        return parse_distribution(d[key], f"{path}.{key}", integer=integer, minimum=minimum)
+        dist = parse_distribution(d[key], f"{path}.{key}", integer=integer, minimum=minimum)
     except SpecError as e:
         raise ctx.error(e.path, e.message) from None
+    if integer:  # lengths and counts: a huge one would build a prompt no memory holds
+        top = dist.hi if math.isfinite(dist.hi) else dist.mean
+        if not top <= MAX_TOKENS:
+            raise ctx.error(f"{path}.{key}", f"{top:g} is too large: expected at most {MAX_TOKENS:,}")
+        dist = dataclasses.replace(dist, hi=min(dist.hi, MAX_TOKENS))
+    return dist
 
 
 def parse_prefix(ctx: Ctx, raw: Any, path: str) -> tuple[PrefixGroup, ...]:
@@ -57,8 +65,8 @@ def parse_prefix(ctx: Ctx, raw: Any, path: str) -> tuple[PrefixGroup, ...]:
             raise ctx.error(f"{gp}.tokens", "missing: how long each shared prefix is, in tokens")
         groups.append(PrefixGroup(
             name=str(g.get("name", f"group{len(groups)}")),
-            tokens=whole(ctx, g, "tokens", gp),
-            count=whole(ctx, g, "count", gp, default=1),
+            tokens=whole(ctx, g, "tokens", gp, maximum=MAX_TOKENS),
+            count=whole(ctx, g, "count", gp, default=1, maximum=MAX_PREFIXES),
             popularity=choice(ctx, g, "popularity", gp, ("uniform", "zipf"), "uniform"),
             zipf_s=number(ctx, g, "zipf_s", gp, default=1.0, minimum=0.0, strict=True),
             weight=number(ctx, g, "weight", gp, default=1.0, minimum=0.0, strict=True),

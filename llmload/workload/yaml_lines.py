@@ -18,20 +18,50 @@ import yaml
 
 from llmload.workload.spec import ScenarioError
 
+MAX_BYTES = 4 << 20  # a scenario file is a page of YAML, not a data set
+MAX_NODES = 100_000  # values after aliases are expanded: an alias bomb ("billion laughs") stops here
+MAX_DEPTH = 50
+MAX_NUMBER = 10**15
+MAX_TOKENS = 10_000_000  # the longest length a scenario may ask for (prompt, output, prefix)
+MAX_PREFIXES = 100_000
 
-def _to_python(node: yaml.Node, path: str, lines: dict[str, int]) -> Any:
-    lines[path] = node.start_mark.line + 1
+
+class _Budget:
+    def __init__(self) -> None:
+        self.nodes = 0
+
+
+def _to_python(node: yaml.Node, path: str, lines: dict[str, int], budget: _Budget, depth: int = 0) -> Any:
+    lines.setdefault(path, node.start_mark.line + 1)
+    budget.nodes += 1
+    if budget.nodes > MAX_NODES:
+        raise _Hostile(node, f"more than {MAX_NODES:,} values once aliases are expanded (an alias bomb?); "
+                             "write the values out, or use fewer aliases")
+    if depth > MAX_DEPTH:
+        raise _Hostile(node, f"nested more than {MAX_DEPTH} levels deep")
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         for k, v in node.value:
-            key = str(k.value) if isinstance(k, yaml.ScalarNode) else str(_to_python(k, path, {}))
+            key = str(k.value) if isinstance(k, yaml.ScalarNode) else str(_to_python(k, path, {}, budget, depth + 1))
             sub = f"{path}.{key}" if path else key
-            out[key] = _to_python(v, sub, lines)
             lines[sub] = k.start_mark.line + 1
+            out[key] = _to_python(v, sub, lines, budget, depth + 1)
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_to_python(v, f"{path}[{i}]", lines) for i, v in enumerate(node.value)]
-    return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
+        return [_to_python(v, f"{path}[{i}]", lines, budget, depth + 1) for i, v in enumerate(node.value)]
+    value = yaml.constructor.SafeConstructor().construct_object(node, deep=True)
+    if isinstance(value, int | float) and not isinstance(value, bool) and not (
+            math.isfinite(value) and abs(value) <= MAX_NUMBER):
+        raise _Hostile(node, f"{value!r} is not a usable number (at most {MAX_NUMBER:.0e})", path)
+    return value
+
+
+class _Hostile(Exception):
+    def __init__(self, node: yaml.Node, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.line = node.start_mark.line + 1
+        self.message = message
+        self.path = path
 
 
 class Ctx:
@@ -56,15 +86,27 @@ class Ctx:
 def compose(text: str, path: str) -> tuple[Any, Ctx]:
     """Parse YAML text into plain Python values plus the line of each key path."""
     lines: dict[str, int] = {}
+    if len(text) > MAX_BYTES:
+        raise ScenarioError(f"{path}: {len(text):,} characters is too large for a scenario file (at most "
+                            f"{MAX_BYTES:,}); put prompts in a dataset: file")
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else path
         raise ScenarioError(f"{where}: not valid YAML: {getattr(e, 'problem', e)}") from None
+    except RecursionError:
+        raise ScenarioError(f"{path}: nested too deeply to read (at most {MAX_DEPTH} levels)") \
+            from None
     if node is None:
         raise ScenarioError(f"{path}: the file is empty; expected a mapping with workloads:")
-    return _to_python(node, "", lines), Ctx(path, lines)
+    try:
+        return _to_python(node, "", lines, _Budget()), Ctx(path, lines)
+    except _Hostile as e:
+        where = f"{e.path}: " if e.path else ""
+        raise ScenarioError(f"{path}:{e.line}: {where}{e.message}") from None
+    except RecursionError:
+        raise ScenarioError(f"{path}: nested too deeply to read (at most {MAX_DEPTH} levels)") from None
 
 
 def keys(ctx: Ctx, d: Any, path: str, known: set[str]) -> dict:
@@ -79,13 +121,16 @@ def keys(ctx: Ctx, d: Any, path: str, known: set[str]) -> dict:
     return d
 
 
-def whole(ctx: Ctx, d: dict, key: str, path: str, default: Any = None, minimum: int = 1) -> Any:
-    """A whole number >= ``minimum`` (booleans are not numbers here)."""
+def whole(ctx: Ctx, d: dict, key: str, path: str, default: Any = None, minimum: int = 1,
+          maximum: int = MAX_NUMBER) -> Any:
+    """A whole number in [``minimum``, ``maximum``] (booleans are not numbers here)."""
     if key not in d:
         return default
     v = d[key]
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
         raise ctx.error(f"{path}.{key}", f"expected a whole number >= {minimum}, got {v!r}")
+    if v > maximum:
+        raise ctx.error(f"{path}.{key}", f"{v} is too large: expected at most {maximum:,}")
     return v
 
 

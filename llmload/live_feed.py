@@ -1,0 +1,51 @@
+"""What the master or local process feeds its live view with: in-flight requests and client health
+over every load-generating process, and the history sampled from the window (to memory, the LLM
+tab and ``PREFIX_llm_history.csv``).
+
+Usage (from :class:`llmload.plugin.LLMLoadPlugin`)::
+
+    in_flight, health = client_state(plugin)
+    rows = sample_history(plugin, time.time())
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from llmload.output import HistoryCsv, OutputError
+from llmload.run_end import output_failed
+
+if TYPE_CHECKING:
+    from llmload.plugin import LLMLoadPlugin
+
+
+def client_state(plugin: LLMLoadPlugin) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    """(in-flight requests per scenario, health samples) over every load-generating process."""
+    if plugin.mode != "master":
+        health = [{**plugin.local_health, "worker": 0}] if plugin.local_health else []
+        return dict(plugin.in_flight), health
+    in_flight: dict[str, int] = {}
+    for s in plugin.workers.values():
+        for k, v in s.get("in_flight", {}).items():
+            in_flight[k] = in_flight.get(k, 0) + v
+    health = [{**s["health"], "worker": s.get("index", 0)} for s in plugin.workers.values() if s.get("health")]
+    return in_flight, health
+
+
+def sample_history(plugin: LLMLoadPlugin, now: float) -> list[dict[str, Any]]:
+    """One history row per scenario (and Aggregated) over the live window, to memory and CSV."""
+    if plugin.mode == "local":
+        plugin.local_health = plugin.health.take()
+    in_flight, health = client_state(plugin)
+    users = plugin.env.runner.user_count if plugin.env.runner is not None else 0
+    rows = plugin.history.sample(plugin.live, now, plugin.live_lag_s(), users, in_flight, health)
+    prefix = plugin.option("csv_prefix")
+    if prefix and rows and not plugin.output_error:
+        try:
+            if plugin.history_csv is None:
+                plugin.history_csv = HistoryCsv(f"{prefix}_llm_history.csv")
+            plugin.history_csv.write(rows)
+        except (OutputError, OSError) as e:
+            plugin.history_csv = None
+            output_failed(plugin, e)
+    return rows
