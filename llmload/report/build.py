@@ -6,6 +6,7 @@ Failures count by default: every section's SLOs get the error budget ``error_rat
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -96,7 +97,8 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
     opts.validate()
     loaded = load_requests(prefix, opts.run_id)
     df = loaded.df
-    manifest, manifest_warnings = read_manifest(prefix if isinstance(prefix, str) else prefix[0], loaded.run_id)
+    first = prefix if isinstance(prefix, str) else prefix[0]  # several files of one run: named after the first
+    manifest, manifest_warnings = read_manifest(first, loaded.run_id)
     warmup = opts.warmup_s
     if warmup is None:
         warmup = search_warmup(manifest)
@@ -127,5 +129,5 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
     report = Report(source=loaded.path, options=opts, overall=overall, scenarios=scenarios, warnings=warnings,
                     notes=notes, df=df, level=loaded.level, warmup_s=warmup, error_budget=budget_text(opts),
                     run_id=loaded.run_id, manifest=manifest)
-    attach_server_metrics(report, prefix)  # PREFIX_server_metrics.csv, when the run has one
+    attach_server_metrics(report, re.sub(r"_requests(\.[^/]*)?\.csv$", "", first))  # PREFIX_server_metrics.csv
     return report
