@@ -7,7 +7,7 @@ run with that message, ``wait`` probes once a second until the server answers (b
 
 Usage::
 
-    problem = preflight("http://127.0.0.1:8000", api_key=None, mode="end", wait_s=300)
+    problem = preflight("http://127.0.0.1:8000", ClientOptions(), mode="end", wait_s=300)
     if problem:
         sys.exit("llmload: " + problem)
 """
@@ -20,7 +20,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
-from llmload.transport.target import models_url
+from llmload.transport.connection import ClientOptions
+from llmload.transport.target import models_request, models_url
 
 log = logging.getLogger("llmload")
 
@@ -28,12 +29,11 @@ PROBE_TIMEOUT_S = 5.0
 RETRY_S = 1.0
 
 
-def probe(base_url: str, api_key: str | None, timeout: float = PROBE_TIMEOUT_S) -> str | None:
+def probe(base_url: str, options: ClientOptions, timeout: float = PROBE_TIMEOUT_S) -> str | None:
     """None when the server answered (with any status); else why it did not."""
-    url = models_url(base_url)
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
+    opener, req = models_request(base_url, options)
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with opener.open(req, timeout=timeout) as resp:
             resp.read(1 << 16)
         return None
     except urllib.error.HTTPError:
@@ -47,22 +47,22 @@ def probe(base_url: str, api_key: str | None, timeout: float = PROBE_TIMEOUT_S) 
         return str(e)
 
 
-def preflight(base_url: str, api_key: str | None, mode: str, wait_s: float,
+def preflight(base_url: str, options: ClientOptions, mode: str, wait_s: float,
               sleep: Callable[[float], None] = time.sleep) -> str | None:
     """None when the run may start; else the one message that ends it."""
     if mode == "off":
         return None
-    reason = probe(base_url, api_key)
+    reason = probe(base_url, options)
     if reason is None:
         return None
-    url = models_url(base_url)
+    url = models_url(base_url, options)
     if mode == "wait":
         log.warning("llmload: %s does not answer (%s); waiting up to %g s for it (--preflight-wait-s)", url,
                     reason, wait_s)
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             sleep(min(RETRY_S, max(0.0, deadline - time.monotonic())))
-            reason = probe(base_url, api_key)
+            reason = probe(base_url, options)
             if reason is None:
                 log.info("llmload: %s answers; starting", url)
                 return None

@@ -17,7 +17,6 @@ from typing import Any
 
 from llmload.config import ConfigError, RunConfig, build_config
 from llmload.limits import raise_fd_limit
-from llmload.options import api_key_from_env
 from llmload.preflight import preflight
 
 
@@ -38,9 +37,9 @@ def checked_config(environment: Any, mode: str, at_init: bool) -> RunConfig:
         return config
     problem = None
     if at_init and unattended:
-        problem = preflight(host, api_key_from_env(), config.faults.preflight, config.faults.preflight_wait_s)
+        problem = preflight(host, config.client, config.faults.preflight, config.faults.preflight_wait_s)
     elif not at_init and not unattended:
-        problem = preflight(host, api_key_from_env(), "end", 0.0)
+        problem = preflight(host, config.client, "end", 0.0)
     if problem:
         raise ConfigError(problem)
     return config

@@ -134,8 +134,12 @@ def _serve(conn: socket.socket, log_path: str, lock: threading.Lock) -> None:
             rest += data
         name = headers.get("x-script", "")
         sends = []
+        # no script (a probe of /v1/models, say): a model list, as any OpenAI-compatible server has
+        models = b'{"object":"list","data":[{"id":"m","object":"model"}]}'
+        script = SCRIPTS.get(name) or [("send", b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                                                 b"content-length: %d\r\n\r\n%s" % (len(models), models))]
         try:
-            for step in SCRIPTS[name]:
+            for step in script:
                 if step[0] == "send":
                     conn.sendall(step[1])
                     sends.append(time.perf_counter())

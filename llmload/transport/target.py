@@ -58,19 +58,25 @@ def models_url(base_url: str, options: ClientOptions | None = None) -> str:
     return target.url
 
 
+def models_request(base_url: str, options: ClientOptions | None = None) -> tuple[urllib.request.OpenerDirector,
+                                                                                  urllib.request.Request]:
+    """``GET /v1/models`` as the run's own requests go: the same key, headers, query and TLS (and
+    the environment's proxy, as urllib takes it)."""
+    options = options or ClientOptions()
+    url = models_url(base_url, options)
+    handlers = [urllib.request.HTTPSHandler(context=options.ssl_context())] if url.startswith("https:") else []
+    return urllib.request.build_opener(*handlers), urllib.request.Request(url, headers=dict(options.request_headers()))
+
+
 def first_model(base_url: str, options: ClientOptions | None = None, timeout: float = 10.0) -> str | None:
     """The first model the server lists at /v1/models; None (with one warning) when it lists none."""
     options = options or ClientOptions()
-    url = models_url(base_url, options)
-    req = urllib.request.Request(url, headers=dict(options.request_headers()))
-    handlers = []
-    if url.startswith("https:"):
-        handlers.append(urllib.request.HTTPSHandler(context=options.ssl_context()))
+    opener, req = models_request(base_url, options)
     try:
-        with urllib.request.build_opener(*handlers).open(req, timeout=timeout) as resp:
+        with opener.open(req, timeout=timeout) as resp:
             data = json.loads(resp.read(1 << 20))
         return str(data["data"][0]["id"])
     except Exception as e:  # no /v1/models: the server may not need a model name
-        log.warning("llmload: could not read %s (%s); sending model 'default' (set --model)", url,
+        log.warning("llmload: could not read %s (%s); sending model 'default' (set --model)", req.full_url,
                     options.redact(str(e)))
         return None
