@@ -1,7 +1,9 @@
 """Distributed runs: every worker's rows and stats reach the master, and none is lost at stop.
 
-Workers put ``{"rows", "stats", ...}`` deltas into Locust's 3-second ``report_to_master`` payload
-(key ``llmload``) and report their own user count on every change (``llmload_users``).
+Workers send their rows in small messages (``llmload_rows``, ``ROWS_PER_MESSAGE`` at most, every
+``ROWS_SHIP_S``: packing three seconds of rows at once held a worker's loop for ~5 ms at 1,024
+streams), put the rest with the stats and health into Locust's 3-second ``report_to_master``
+payload (key ``llmload``), and report their own user count on every change (``llmload_users``).
 
 Not losing rows at stop (../shared/HOTPATH.md): after ``-t`` expires the master stops listening
 0.5 s after it tells workers to quit, while they may still be finishing streams. So the master, in
@@ -28,7 +30,7 @@ Faults (issue 15):
 
 Usage::
 
-    link = WorkerLink(runner, take_payload)      # on a worker; take_payload() -> dict
+    link = WorkerLink(runner, take_payload, stop, rows, {})   # on a worker; take_payload() -> dict
     link = MasterLink(runner, ingest)            # on the master; ingest(client_id, payload)
     link.collect_finals(stop_timeout)            # master, in test_stop
     link.lost()                                  # master: [(index, client_id, ids without a row)]
@@ -45,6 +47,8 @@ from typing import Any
 import gevent
 from locust.rpc import Message
 
+from llmload.stalls import let_io_run
+
 log = logging.getLogger("llmload")
 
 FINAL_MARGIN_S = 15.0
@@ -53,6 +57,8 @@ MASTER_CHECK_S = 0.5
 COUNTS_EVERY_S = 0.5
 WORKER_REPORT_S = 3.0  # Locust's WORKER_REPORT_INTERVAL
 USERS_SAMPLE_S = 0.1
+ROWS_SHIP_S = 0.5
+ROWS_PER_MESSAGE = 200
 PAYLOAD_KEY = "llmload"
 _NOBLOCK = 1  # zmq.NOBLOCK, without importing zmq here
 
@@ -94,10 +100,13 @@ class UserCounts:
 class WorkerLink:
     """A worker's side: ships deltas in each report, its user count on change, the final rows."""
 
-    def __init__(self, runner: Any, take_payload: Callable[[], dict[str, Any]],
-                 on_stop_request: Callable[[], None], on_message: dict[str, Callable[[Any], None]]) -> None:
+    def __init__(self, runner: Any, take_payload: Callable[[], dict[str, Any]], on_stop_request: Callable[[], None],
+                 rows: list, on_message: dict[str, Callable[[Any], None]],
+                 on_shipped: Callable[[list], None] = lambda rows: None) -> None:
         self.runner = runner
         self._take_payload = take_payload
+        self.rows = rows  # the plugin's queue of rows not yet sent (the link only takes from its head)
+        self._on_shipped = on_shipped  # the worker keeps what it sent on its own disk
         self._on_stop_request = on_stop_request
         runner.environment.events.report_to_master.add_listener(self._on_report)
         runner.register_message("llmload_stop", self._on_stop, concurrent=True)
@@ -150,6 +159,17 @@ class WorkerLink:
                 last = n
             gevent.sleep(USERS_SAMPLE_S)
 
+    def ship_rows(self) -> None:
+        """Run in a greenlet: the rows queued so far, a small message per loop turn."""
+        while True:
+            gevent.sleep(ROWS_SHIP_S)
+            while self.rows:
+                rows = self.rows[:ROWS_PER_MESSAGE]
+                self.runner.send_message("llmload_rows", {"rows": rows})
+                del self.rows[:len(rows)]  # only once sent: a kill inside the send leaves them queued
+                self._on_shipped(rows)
+                let_io_run()
+
     def send_final(self) -> None:
         payload = self._take_payload()
         payload["final"] = True
@@ -180,6 +200,7 @@ class MasterLink:
         runner.register_message("llmload_final", self._on_final)
         runner.register_message("llmload_users", self._on_users)
         runner.register_message("llmload_sent", self._on_sent)
+        runner.register_message("llmload_rows", self._on_rows)
 
     def start(self) -> None:
         """At test start: expect a final message from every connected worker."""
@@ -223,6 +244,10 @@ class MasterLink:
     def _send_counts(self) -> None:
         self._counts_pending = None
         self.broadcast("llmload_counts", {"t": self._counts_t, "counts": dict(self._counts)})
+
+    def _on_rows(self, environment: Any, msg: Any, **_kw: Any) -> None:
+        self.expected.add(msg.node_id)
+        self._ingest(msg.node_id, msg.data or {})
 
     def _on_final(self, environment: Any, msg: Any, **_kw: Any) -> None:
         self.expected.add(msg.node_id)

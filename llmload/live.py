@@ -57,6 +57,13 @@ class LiveWindow:
             bucket[scenario] = h = Histogram()
         h.merge(hist)
 
+    def add_itl_delta(self, wire: dict[str, Any], now: float) -> None:
+        """The ITL histograms of a stats delta (:meth:`llmload.stats.LLMStats.take_delta`)."""
+        for name, data in wire.items():
+            itl = data.get("h", {}).get("itl")
+            if itl:
+                self.add_itl(name, Histogram.from_wire(itl), now)
+
     def prune(self, now: float) -> None:
         cutoff = int(now - KEEP_S)
         for store in (self._rows, self._itl):
@@ -132,6 +139,7 @@ class LiveHistory:
         self._shapes: dict[tuple[str, ...], tuple[str, ...]] = {}
         self.limited_intervals: list[str] = []  # one text per interval in which a client was limited
         self.error_intervals: list[str] = []  # one text per interval in which errors dominated
+        self.limited_causes: dict[str, int] = {}  # health.verdict's cause → intervals
 
     def sample(self, live: LiveWindow, now: float, lag_s: float, users: int, in_flight: dict[str, int],
                health: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -146,6 +154,9 @@ class LiveHistory:
             limited = []
         elif limited:
             self.limited_intervals.append(", ".join(f"worker {h['worker']}: {describe(h)}" for h in limited))
+            for h in limited:
+                cause = h.get("cause") or "process"
+                self.limited_causes[cause] = self.limited_causes.get(cause, 0) + 1
         total_in_flight = sum(in_flight.values())
         out = []
         for r in rows:
@@ -157,6 +168,13 @@ class LiveHistory:
                 "client_cpu_max": max((h["cpu"] for h in health), default=None),
                 "client_lag_p99_ms_max": max((h["lag_p99_ms"] for h in health), default=None),
                 "client_limited": bool(limited),
+                "client_cause": ",".join(sorted({h.get("cause") or "process" for h in limited})),
+                "client_stalls": sum(h.get("stalls_over_2ms", 0) for h in health),
+                "client_stall_max_ms": _max_of(health, "stall_max_ms"),
+                "client_stall_cpu_max_ms": _max_of(health, "stall_cpu_max_ms"),
+                "client_steal_pct_max": _max_of(health, "steal_pct"),
+                "client_others_cpu_max": _max_of(health, "others_cpu"),
+                "client_run_queue_max": _max_of(health, "run_queue"),
             })
             out.append(r)
             keys = tuple(r)
@@ -181,3 +199,8 @@ class LiveHistory:
             return []
         newest = self._times[-1]
         return [dict(zip(k, v, strict=True)) for k, v in self._rows[bisect.bisect_left(self._times, newest):]]
+
+
+def _max_of(health: list[dict[str, Any]], key: str) -> float | None:
+    values = [h[key] for h in health if h.get(key) is not None]
+    return max(values) if values else None

@@ -21,21 +21,16 @@ if TYPE_CHECKING:
 
 def client_state(plugin: LLMLoadPlugin) -> tuple[dict[str, int], list[dict[str, Any]]]:
     """(in-flight requests per scenario, health samples) over every load-generating process."""
+    in_flight, health = plugin.clients.state()
     if plugin.mode != "master":
-        health = [{**plugin.local_health, "worker": 0}] if plugin.local_health else []
         return dict(plugin.in_flight), health
-    in_flight: dict[str, int] = {}
-    for s in plugin.workers.values():
-        for k, v in s.get("in_flight", {}).items():
-            in_flight[k] = in_flight.get(k, 0) + v
-    health = [{**s["health"], "worker": s.get("index", 0)} for s in plugin.workers.values() if s.get("health")]
     return in_flight, health
 
 
 def sample_history(plugin: LLMLoadPlugin, now: float) -> list[dict[str, Any]]:
     """One history row per scenario (and Aggregated) over the live window, to memory and CSV."""
     if plugin.mode == "local":
-        plugin.local_health = plugin.health.take()
+        plugin.clients.add("local", plugin.health.take(sum(plugin.in_flight.values())), {}, 0)
     in_flight, health = client_state(plugin)
     users = plugin.env.runner.user_count if plugin.env.runner is not None else 0
     rows = plugin.history.sample(plugin.live, now, plugin.live_lag_s(), users, in_flight, health)

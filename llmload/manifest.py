@@ -9,7 +9,7 @@ stop_timeout, shape`` (the shape class and its resolved settings).
 
 Usage::
 
-    run = RunIdentity(); run.start(environment, config, "runs/chat")   # at test start (CSV writer)
+    run = RunIdentity(); run.start(environment, config, "runs/chat", "local")   # at test start
     rows = run.stamp(rows)                                              # every batch written
     run.finish(time.time())                                             # at the end
     # the parts:
@@ -232,9 +232,12 @@ class RunIdentity:
         self.manifest: RunManifest | None = None
         self.listeners: list[Any] = []
 
-    def start(self, environment: Any, config: Any, prefix: str | None) -> None:
+    def start(self, environment: Any, config: Any, prefix: str | None, mode: str) -> None:
+        """At a test start: a new id and manifest in the process that writes the CSV (not a worker)."""
         from llmload.options import api_key_from_env
 
+        if mode == "worker":
+            return
         self.run_id = new_run_id(time.time())
         if prefix:
             workers = int(getattr(environment.runner, "worker_count", 1))

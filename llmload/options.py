@@ -95,6 +95,9 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--master-lost-after", dict(default="", help="workers: seconds without a heartbeat from the master before "
                                                   "a worker stops, keeps its rows on its own disk and exits "
                                                   "(default 20)")),
+    ("--calibration", dict(default="", help="the JSON `llmload calibrate` wrote (default: ~/.cache/llmload/"
+                                            "calibration.json when it is this host's); the client-limited verdict "
+                                            "uses it")),
 )
 
 

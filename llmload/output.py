@@ -115,7 +115,9 @@ HISTORY_COLUMNS = (
     "time", "scenario", "users", "in_flight", "window_s", "requests", "ok", "errors", "rps", "output_tps",
     "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "itl_p50_ms",
     "itl_p95_ms", "itl_p99_ms", "worst_stall_ms", "cache_hit_ratio", "errors_by_status", "client_cpu_max",
-    "client_lag_p99_ms_max", "client_limited", "backoff_s", "errors_dominate",
+    "client_lag_p99_ms_max", "client_limited", "backoff_s", "errors_dominate", "client_cause", "client_stalls",
+    "client_stall_max_ms", "client_stall_cpu_max_ms", "client_steal_pct_max", "client_others_cpu_max",
+    "client_run_queue_max",
 )
 
 

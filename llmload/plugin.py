@@ -21,7 +21,6 @@ Usage (what a locustfile does by importing :class:`llmload.LLMUser`)::
 from __future__ import annotations
 
 import logging
-import os
 import random
 import sys
 import time
@@ -34,10 +33,12 @@ from locust.env import Environment
 from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 
+from llmload import gcpolicy
+from llmload.calibration import load_calibration
+from llmload.client_view import ClientView
 from llmload.config import ConfigError, RunConfig, UserSetup, build_config
 from llmload.distributed import WORKER_REPORT_S, MasterLink, WorkerLink
 from llmload.health import ClientHealth
-from llmload.histogram import Histogram
 from llmload.limits import check_fd_budget
 from llmload.live import LiveHistory, LiveWindow
 from llmload.live_feed import sample_history
@@ -49,7 +50,8 @@ from llmload.replay_link import ReplayLink
 from llmload.run_end import finish_run, open_requests_csv, output_failed, stop_before_quitting
 from llmload.server_scrape import ServerMetricsScraper, start_scraper
 from llmload.slo import task_limit_s
-from llmload.startup import checked_config
+from llmload.stalls import let_io_run
+from llmload.startup import checked_config, quiet_child
 from llmload.stats import LLMStats
 from llmload.tasks import TaskRecord
 from llmload.transport import ClientOptions, first_model
@@ -60,8 +62,8 @@ log = logging.getLogger("llmload")
 
 HISTORY_INTERVAL_S = 2.0
 LOCAL_FLUSH_S = 1.0
+ROWS_PER_SLICE = 100  # rows written per loop turn (~0.5 ms at 1,024 streams)
 _USERS_COL = CSV_COLUMNS.index("users")
-_IMPORT_PID = os.getpid()  # Locust forks --processes after importing the locustfile
 
 events.init_command_line_parser.add_listener(add_arguments)
 
@@ -81,12 +83,6 @@ def get_plugin(environment: Environment) -> LLMLoadPlugin:
     if plugin is None:  # also an Environment built by hand (tests, library use)
         plugin = environment.llmload = LLMLoadPlugin(environment)  # type: ignore[attr-defined]
     return plugin
-
-
-def _quiet_child() -> bool:
-    """A process Locust forked for --processes under a master: the master reports the problem."""
-    worker_cli = "--worker" in sys.argv or bool(os.environ.get("LOCUST_MODE_WORKER"))
-    return os.getpid() != _IMPORT_PID and not worker_cli
 
 
 class LLMLoadPlugin:
@@ -118,22 +114,22 @@ class LLMLoadPlugin:
         self.live = LiveWindow()
         self.history = LiveHistory()
         self.stop_reason = ""  # set by a shape that stopped (or held) on an SLO
-        self.workers: dict[str, dict[str, Any]] = {}  # master: latest in-flight and health per worker
+        self.clients = ClientView()  # every load-generating process's health, the run's stalls
         self.history_csv: HistoryCsv | None = None
-        self.local_health: dict[str, Any] = {}
         self.link: MasterLink | WorkerLink | None = None
         self.scraper: ServerMetricsScraper | None = None  # the server's /metrics, read by the master or local process
         self.worker_rows = WorkerRows(None)
         self.output_error = ""  # a file of the run could not be written: the run was stopped
         ev = environment.events
+        gcpolicy.install(ev)
         ev.test_start.add_listener(self._on_test_start)
         ev.test_stop.add_listener(self._on_test_stop)
         ev.quitting.add_listener(self._on_quitting)
         if self.mode == "worker":
-            self.link = WorkerLink(runner, self._take_payload, runner.stop, {
+            self.link = WorkerLink(runner, self._take_payload, runner.stop, self.pending_rows, {
                 "llmload_processes": self._on_run_info,
                 "llmload_rate": lambda data: setattr(self, "rate_override", float(data["rate"])),
-            })
+            }, on_shipped=self.rows_shipped)
         elif self.mode == "master":
             self.link = MasterLink(runner, self._ingest, self._run_info)
         self.replay = ReplayLink(self)  # trace replay: one clock for every process, the end of the run
@@ -165,7 +161,7 @@ class LLMLoadPlugin:
         try:
             self._config = checked_config(self.env, self.mode, at_init=True)
         except ConfigError as e:
-            if not _quiet_child():
+            if not quiet_child():
                 sys.stderr.write(f"llmload: {e}\n")
                 sys.stderr.flush()
             raise SystemExit(1) from None
@@ -252,30 +248,34 @@ class LLMLoadPlugin:
             if rec.tpot_ms is not None:
                 stats.get(name, "TPOT").log(rec.tpot_ms, 0)
         self.stats.add(rec, track_delta=True)
+        self.health.tokens += rec.completion_tokens or 0
         self.pending_rows.append(rec.row())
+
+    def rows_shipped(self, rows: list[tuple]) -> None:
+        """A worker keeps the rows it sends on its own disk (PREFIX_requests.workerN.csv)."""
+        if isinstance(self.link, WorkerLink):
+            self.worker_rows.write(rows, self.worker_index, self.link.others)
 
     def record_task(self, task: TaskRecord) -> None:
         """Account one finished agent task (its calls were recorded one by one)."""
         self.stats.add_task(task, task_limit_s(self.config.slos, task.scenario), track_delta=True)
 
     def _take_payload(self) -> dict[str, Any]:
-        rows, self.pending_rows = self.run.stamp(self.pending_rows), []
-        if isinstance(self.link, WorkerLink):
-            self.worker_rows.write(rows, self.worker_index, self.link.others)  # its own disk, as shipped
+        rows = self.run.stamp(self.take_rows(len(self.pending_rows)))
+        self.rows_shipped(rows)
         return {"rows": rows, "stats": self.stats.take_delta(), "in_flight": dict(self.in_flight),
-                "health": self.health.take(), "index": self.worker_index}
+                "health": self.health.take(sum(self.in_flight.values())), "index": self.worker_index}
 
     def _ingest(self, client_id: str, payload: dict[str, Any]) -> None:
         """Master: one worker's report or final message."""
         wire = payload.get("stats") or {}
         self.stats.merge_wire(wire)
-        self._feed_itl(wire, time.time())
+        self.live.add_itl_delta(wire, time.time())
         if isinstance(self.link, MasterLink):
             self.link.rows_arrived(client_id, payload.get("rows") or [])
         self.write_rows(payload.get("rows") or [], from_worker=client_id)
         if "health" in payload:
-            self.workers[client_id] = {"in_flight": payload.get("in_flight", {}), "health": payload["health"],
-                                        "index": payload.get("index", 0)}
+            self.clients.add(client_id, payload["health"], payload.get("in_flight", {}), payload.get("index", 0))
 
     def write_rows(self, rows: list, from_worker: str | None = None) -> None:
         if not rows:
@@ -293,12 +293,6 @@ class LLMLoadPlugin:
             except OutputError as e:
                 output_failed(self, e)
 
-    def _feed_itl(self, wire: dict[str, Any], now: float) -> None:
-        for name, data in wire.items():
-            itl = data.get("h", {}).get("itl")
-            if itl:
-                self.live.add_itl(name, Histogram.from_wire(itl), now)
-
     # -- the live view ---------------------------------------------------------------------------
     def live_lag_s(self) -> float:
         """How far behind now the live window ends: rows are up to a report interval late."""
@@ -313,29 +307,39 @@ class LLMLoadPlugin:
             gevent.sleep(HISTORY_INTERVAL_S)
             sample_history(self, time.time())
 
+    def take_rows(self, n: int) -> list[tuple]:
+        """Up to ``n`` of the oldest queued rows (what a caller takes is no longer queued)."""
+        rows = self.pending_rows[:n]
+        del self.pending_rows[:n]
+        return rows
+
     def _flush_locally(self) -> None:
+        # A slice of rows per loop turn: a second's rows at 1,024 streams held the loop for 2-5 ms
+        # in one piece. Rows not yet taken stay queued if the run ends meanwhile.
         while True:
             gevent.sleep(LOCAL_FLUSH_S)
-            rows, self.pending_rows = self.pending_rows, []
-            self.write_rows(rows)
-            self._feed_itl(self.stats.take_delta(), time.time())
+            for _ in range(len(self.pending_rows) // ROWS_PER_SLICE):
+                self.write_rows(self.take_rows(ROWS_PER_SLICE))
+                let_io_run()
+            self.write_rows(self.take_rows(ROWS_PER_SLICE))
+            self.live.add_itl_delta(self.stats.take_delta(), time.time())
 
     # -- run lifecycle ---------------------------------------------------------------------------
     def _on_test_start(self, environment: Environment, **_kw: Any) -> None:
         self._check_at_start()
         self._finished_run = False
         self.stats.clear()
-        self.pending_rows = []
+        self.pending_rows.clear()  # the worker link holds this very list
         prefix = self.option("csv_prefix")
-        if prefix and self.writer is None and self.mode != "worker":  # a process's first run: fresh files
+        if prefix and self.writer is None and self.mode != "worker":
             self.writer = open_requests_csv(self, f"{prefix}_requests.csv")
-        if self.mode != "worker":
-            self.run.start(environment, self.config, prefix)
+        self.run.start(environment, self.config, prefix, self.mode)
         self.live = LiveWindow()
         self.history = LiveHistory()
         self.stop_reason = ""
-        self.workers = {}
+        self.clients = ClientView()
         if self.mode != "master":
+            self.health.calibration = load_calibration(self.option("calibration"))
             self.health.start()
         if self.mode != "worker":
             self._spawn(self._sample_history_forever)
@@ -349,6 +353,7 @@ class LLMLoadPlugin:
         elif isinstance(self.link, WorkerLink):
             self.worker_rows.own_prefix = prefix or None
             self._spawn(self.link.report_users)
+            self._spawn(self.link.ship_rows)
             lost_after = self.config.faults.master_lost_after_s
             self._spawn(lambda: self.link.watch_master(lost_after, lambda s: gevent.spawn(master_lost, self, s)))
         else:
@@ -381,12 +386,6 @@ class LLMLoadPlugin:
             if self.scraper is not None:
                 self.scraper.stop()
             finish_run(self, HISTORY_INTERVAL_S)
-            self.run.finish(time.time())
-
-    def close_history(self) -> None:
-        if self.history_csv is not None:
-            self.history_csv.close()
-            self.history_csv = None
 
     def _on_quitting(self, environment: Environment, **_kw: Any) -> None:
         if self.mode != "worker":

@@ -68,8 +68,7 @@ def stop_before_quitting(plugin: LLMLoadPlugin) -> None:
 
 def finish_run(plugin: LLMLoadPlugin, interval_s: float) -> None:
     if plugin.mode == "local":
-        rows, plugin.pending_rows = plugin.pending_rows, []
-        plugin.write_rows(rows)
+        plugin.write_rows(plugin.take_rows(len(plugin.pending_rows)))  # the worker link's list stays bound
     table = plugin.stats.rows()
     prefix = plugin.option("csv_prefix")
     if prefix and table and not plugin.output_error:
@@ -80,7 +79,10 @@ def finish_run(plugin: LLMLoadPlugin, interval_s: float) -> None:
     plugin.health.stop()
     if plugin.mode == "local":
         plugin.sample_history(time.time())
-    plugin.close_history()
+    if plugin.history_csv is not None:
+        plugin.history_csv.close()
+        plugin.history_csv = None
+    plugin.run.finish(time.time())  # PREFIX_run.json gets its end
     lost = plugin.link.lost() if isinstance(plugin.link, MasterLink) else []
     if lost and plugin.env.process_exit_code is None:
         plugin.env.process_exit_code = 1  # rows the server saw are missing here: not a clean run
@@ -90,6 +92,6 @@ def finish_run(plugin: LLMLoadPlugin, interval_s: float) -> None:
         except ConfigError:
             hit_ratios = {}
         print("\n" + end_of_run_text(table, hit_ratios, plugin.history, plugin.stop_reason, interval_s, lost,
-                                     prefix, plugin.output_error) + "\n", flush=True)
+                                     prefix, plugin.output_error, plugin.clients.stall_notes()) + "\n", flush=True)
         if plugin.writer is not None:
             print(f"llmload: {plugin.writer.rows_written} request rows in {plugin.writer.path}", flush=True)

@@ -13,11 +13,21 @@ Usage::
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 from llmload.config import ConfigError, RunConfig, build_config
 from llmload.limits import raise_fd_limit
 from llmload.preflight import preflight
+
+_IMPORT_PID = os.getpid()  # Locust forks --processes after importing the locustfile (and this)
+
+
+def quiet_child() -> bool:
+    """A process Locust forked for --processes under a master: the master reports the problem."""
+    worker_cli = "--worker" in sys.argv or bool(os.environ.get("LOCUST_MODE_WORKER"))
+    return os.getpid() != _IMPORT_PID and not worker_cli
 
 
 def server_address(environment: Any) -> str:

@@ -219,7 +219,10 @@ class ScenarioStats:
 
 
 class LLMStats:
-    """Scenario → ScenarioStats, cumulative, plus a delta since the last ``take_delta``."""
+    """Scenario → ScenarioStats, cumulative, plus a delta since the last ``take_delta``.
+
+    A tracked request is recorded once, into the delta; ``take_delta`` folds the delta into the
+    cumulative stats (merging buckets costs less than recording every value twice)."""
 
     def __init__(self) -> None:
         self.scenarios: dict[str, ScenarioStats] = {}
@@ -227,26 +230,30 @@ class LLMStats:
 
     def add(self, rec: RequestRecord, track_delta: bool = False) -> None:
         name = rec.meta.scenario
-        s = self.scenarios.get(name)
+        into = self._delta if track_delta else self.scenarios
+        s = into.get(name)
         if s is None:
-            s = self.scenarios[name] = ScenarioStats()
+            s = into[name] = ScenarioStats()
         s.add(rec)
-        if track_delta:
-            d = self._delta.get(name)
-            if d is None:
-                d = self._delta[name] = ScenarioStats()
-            d.add(rec)
+
+    def _fold(self, delta: dict[str, ScenarioStats]) -> None:
+        for name, d in delta.items():
+            s = self.scenarios.get(name)
+            if s is None:
+                s = self.scenarios[name] = ScenarioStats()
+            s.merge(d)
 
     def add_task(self, task: TaskRecord, limit_s: float | None = None, track_delta: bool = False) -> None:
         """Account one finished agent task (``limit_s``: its scenario's task SLO, if any)."""
-        for target in (self.scenarios, self._delta) if track_delta else (self.scenarios,):
-            s = target.get(task.scenario)
-            if s is None:
-                s = target[task.scenario] = ScenarioStats()
-            s.tasks.add(task, limit_s)
+        into = self._delta if track_delta else self.scenarios  # a delta is folded in when taken
+        s = into.get(task.scenario)
+        if s is None:
+            s = into[task.scenario] = ScenarioStats()
+        s.tasks.add(task, limit_s)
 
     def take_delta(self) -> dict[str, Any]:
         delta, self._delta = self._delta, {}
+        self._fold(delta)
         return {name: s.to_wire() for name, s in delta.items()}
 
     def merge_wire(self, wire: dict[str, Any]) -> None:
@@ -258,16 +265,32 @@ class LLMStats:
             else:
                 s.merge(incoming)
 
+    def _current(self) -> dict[str, ScenarioStats]:
+        """Cumulative stats including the delta not yet taken (which stays to be taken)."""
+        if not self._delta:
+            return self.scenarios
+        out = {}
+        for name in {*self.scenarios, *self._delta}:
+            t = out[name] = ScenarioStats()
+            for part in (self.scenarios.get(name), self._delta.get(name)):
+                if part is not None:
+                    t.merge(part)
+        return out
+
     def aggregated(self) -> ScenarioStats:
         total = ScenarioStats()
-        for s in self.scenarios.values():
+        for s in self._current().values():
             total.merge(s)
         return total
 
     def rows(self) -> list[dict[str, Any]]:
-        rows = [{"scenario": name, **s.summary()} for name, s in sorted(self.scenarios.items())]
-        if len(self.scenarios) != 1:
-            rows.append({"scenario": AGGREGATED, **self.aggregated().summary()})
+        current = self._current()
+        rows = [{"scenario": name, **s.summary()} for name, s in sorted(current.items())]
+        if len(current) != 1:
+            total = ScenarioStats()
+            for s in current.values():
+                total.merge(s)
+            rows.append({"scenario": AGGREGATED, **total.summary()})
         return rows
 
     def clear(self) -> None:

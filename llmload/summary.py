@@ -127,20 +127,34 @@ def schedule_line(r: dict[str, Any]) -> str:
     return f"{r['scenario']}: every one of {n} scheduled requests sent within {LATE_MS:g} ms of its time ({lag})"
 
 
+ADVICE = {
+    "process": "add worker processes (--processes) before trusting these numbers",
+    "calibrated": "it ran above what `llmload calibrate` measured one process can time exactly: add worker "
+                  "processes (--processes)",
+    "machine": "the machine was busy, not llmload (steal, run queue or other processes on its cores): free the "
+               "machine or move the load generator; more worker processes will not help",
+    "stalls": "the event loop stalled while neither llmload nor the machine was busy: see the stall causes below",
+}
+
+
 def run_notes(limited_intervals: list[str], stop_reason: str, interval_s: float,
-              errors_first: bool = False) -> str:
-    """Whether the load generator limited the run, and why a shape stopped it (``errors_first``:
-    errors dominated, so the client is not judged)."""
+              causes: dict[str, int] | None = None, stall_notes: str = "", errors_first: bool = False) -> str:
+    """Whether the load generator limited the run and why (``causes``: intervals per
+    :func:`llmload.health.verdict` cause), its event-loop stalls, and why a shape stopped it
+    (``errors_first``: errors dominated, so the client is not judged)."""
     notes = []
     if errors_first and not limited_intervals:
         notes.append("client: not judged (errors dominated the run)")
     elif limited_intervals:
         n = len(limited_intervals)
+        ranked = sorted((causes or {"process": n}).items(), key=lambda kv: -kv[1])
+        advice = "; ".join(f"{ADVICE.get(c, c)} ({k} interval{'s' if k > 1 else ''})" for c, k in ranked)
         notes.append(f"CLIENT-LIMITED: the load generator, not the server, limited the run during {n} of the "
-                     f"{interval_s:g}-second intervals (last: {limited_intervals[-1]}); add worker "
-                     "processes (--processes) before trusting these numbers")
+                     f"{interval_s:g}-second intervals (last: {limited_intervals[-1]}). {advice}")
     else:
         notes.append("client: not limited (CPU and event-loop lag stayed under the thresholds)")
+    if stall_notes:
+        notes.append(stall_notes)
     if stop_reason:
         notes.append(stop_reason)
     return "\n".join(notes)
@@ -159,12 +173,13 @@ def lost_note(lost: list[tuple[Any, str, int]], prefix: str | None) -> str:
 
 def end_of_run_text(rows: list[dict[str, Any]], hit_ratios: dict[str, float], history: Any, stop_reason: str,
                     interval_s: float, lost: list[tuple[Any, str, int]], prefix: str | None,
-                    output_error: str = "") -> str:
+                    output_error: str = "", stall_notes: str = "") -> str:
     """What a headless run prints at the end: what went wrong first (errors that dominated, a
     file that could not be written, lost workers), then the table and the notes."""
     first = error_note(rows, history.error_intervals, interval_s)
     parts = [p for p in (first, f"OUTPUT FAILED: {output_error}" if output_error else "", lost_note(lost, prefix),
                          format_summary(rows, hit_ratios), backoff_note(rows),
-                         run_notes(history.limited_intervals, stop_reason, interval_s, errors_first=bool(first)))
+                         run_notes(history.limited_intervals, stop_reason, interval_s, history.limited_causes,
+                                   stall_notes, errors_first=bool(first)))
              if p]
     return "\n".join(parts)

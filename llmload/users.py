@@ -157,6 +157,7 @@ class LLMUser(User):
             seed=self.seed(),
             ignore_eos=setup.ignore_eos,
             chat=chat,
+            text=self.plugin.shared.text_source(int(self.plugin.option("seed", 0)) + self.plugin.worker_index, None),
         )
 
     def _pick_workload(self, scenario: ScenarioSpec) -> WorkloadSpec:

@@ -22,6 +22,8 @@ import pytest  # noqa: E402
 from llmload.mock.launch import port_of, start_mock_process, stop_mock_process  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# A calibration this host's user made (`llmload calibrate`) must not change the tests' verdicts.
+os.environ["LLMLOAD_CALIBRATION"] = os.path.join(ROOT, ".no-calibration-in-tests.json")
 
 
 def free_port() -> int:

@@ -65,9 +65,10 @@ def test_a_full_disk_stops_the_run_and_keeps_the_rows(small_disk, mock_factory, 
 def test_a_batch_that_does_not_fit_is_cut_back_and_earlier_rows_stay(small_disk):
     path = str(small_disk / "x_requests.csv")
     out = RequestsCsv(path)
-    row = tuple({"request_id": "r", "start_time": 1.0, "scenario": "chat", "status": "ok", "token_source": "usage",
-                 "finish_reason": "stop", "run_id": "run"}.get(c, 1) for c in CSV_COLUMNS)
-    assert len(row) == len(CSV_COLUMNS)
+    fields = dict.fromkeys(CSV_COLUMNS)
+    fields.update(request_id="r", start_time=1.0, scenario="chat", status="ok", http_status=200, ttft_ms=1.0,
+                  e2e_ms=1.0, completion_tokens=1, users=1, worker=0)
+    row = tuple(fields[c] for c in CSV_COLUMNS)
     out.write([row] * 10)
     size = os.path.getsize(path)
     with pytest.raises(OutputError, match="No space left on device.*the 10 rows written before stay readable"):

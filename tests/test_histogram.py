@@ -81,3 +81,34 @@ def test_stats_only_feed_latency_from_ok_requests_and_merge_deltas():
     assert rows["chat"]["median_itl_ms"] == pytest.approx(10.0, rel=0.01)
     assert rows["Aggregated"]["requests"] == 3
     assert "truncated 1" in format_summary(master.rows())
+
+
+def test_queued_values_count_as_recorded_ones():
+    import llmload.histogram as H
+
+    rng = np.random.default_rng(3)
+    lists = [rng.lognormal(3, 0.3, 127).tolist() for _ in range(200)]  # > PENDING_MAX values in all
+    one_by_one, queued = Histogram(), Histogram()
+    for values in lists:
+        for v in values:
+            one_by_one.record(v)
+        queued.record_many(values)
+        queued.record(0.0005)  # direct records mix with queued ones
+        one_by_one.record(0.0005)
+    assert sum(len(v) for v in lists) > H.PENDING_MAX
+    assert queued.counts == one_by_one.counts and queued.count == one_by_one.count
+    assert queued.min == one_by_one.min and queued.max == one_by_one.max
+    assert queued.percentiles(QS) == one_by_one.percentiles(QS)
+
+
+def test_tracked_requests_are_counted_once_whether_or_not_the_delta_was_taken():
+    stats = LLMStats()
+    for i in range(5):
+        stats.add(_rec("chat", "ok", 50.0 + i, 10.0, 11, itl=[9, 10, 11]), track_delta=True)
+    before = stats.rows()
+    assert before[0]["requests"] == 5 and before[0]["max_ttft_ms"] == 54.0
+    wire = stats.take_delta()
+    assert wire["chat"]["s"] == {"ok": 5} and stats.take_delta() == {}
+    assert stats.rows() == before  # folded into the cumulative stats, not lost and not doubled
+    stats.add(_rec("chat", "ok", 70.0, 10.0, 11), track_delta=True)
+    assert stats.rows()[0]["requests"] == 6 and stats.rows()[0]["max_ttft_ms"] == 70.0

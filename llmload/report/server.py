@@ -63,10 +63,12 @@ def metrics_path(prefix: str) -> str:
     return f"{prefix.removesuffix('_requests.csv')}_server_metrics.csv"
 
 
-def load_server_metrics(prefix: str) -> ServerRun | None:
-    """The run's scrapes, every endpoint of a tick combined; None without the file."""
-    path = metrics_path(prefix)
-    if not os.path.exists(path) or os.path.getsize(path) == 0:
+def load_server_metrics(prefix: str | list[str]) -> ServerRun | None:
+    """The run's scrapes, every endpoint of a tick combined; None without the file. Of several
+    request files (a master's and its workers'), the first with a server-metrics file beside it."""
+    candidates = [metrics_path(p) for p in ([prefix] if isinstance(prefix, str) else prefix)]
+    path = next((c for c in candidates if os.path.exists(c) and os.path.getsize(c) > 0), None)
+    if path is None:
         return None
     try:
         df = pd.read_csv(path, dtype={"endpoint": "string", "metric": "string", "labels": "string"},
@@ -151,7 +153,7 @@ def step_server(stats: StepServerStats, step: dict[str, Any], baseline: tuple[St
     }
 
 
-def attach_server_metrics(report: Report, prefix: str) -> ServerRun | None:
+def attach_server_metrics(report: Report, prefix: str | list[str]) -> ServerRun | None:
     """Add ``server`` to each step of the whole run and ``server_limited_by`` to its capacity."""
     run = load_server_metrics(prefix)
     if run is None:

@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass
 
 from llmload.workload.base import LLMRequest
-from llmload.workload.text import unique_text
+from llmload.workload.text import TextSource, unique_text
 
 
 @dataclass(frozen=True)
@@ -37,10 +37,11 @@ class LengthRange:
 
 class SyntheticChat:
     """Chat requests with a unique random prompt of ``input_tokens`` and ``max_tokens`` drawn
-    from ``output_tokens``."""
+    from ``output_tokens``. With a ``text`` source (the process's shared corpus) a prompt is a
+    slice of it (~2 µs) instead of N random draws (~35 µs for 512 tokens)."""
 
     def __init__(self, scenario: str, model: str, input_tokens: LengthRange, output_tokens: LengthRange,
-                 seed: int, ignore_eos: bool = False, chat: bool = True) -> None:
+                 seed: int, ignore_eos: bool = False, chat: bool = True, text: TextSource | None = None) -> None:
         self.scenario = scenario
         self.model = model
         self.input_tokens = input_tokens
@@ -50,11 +51,13 @@ class SyntheticChat:
         self.chat = chat
         self._n = 0
         self._tag = f"u{seed:x}"
+        self.text = text
 
     def next_request(self) -> LLMRequest:
         self._n += 1
         n_in = self.input_tokens.draw(self.rng)
-        text = unique_text(self.rng, n_in, f"{self._tag}n{self._n}")
+        tag = f"{self._tag}n{self._n}"
+        text = self.text.text(self.rng, n_in, tag) if self.text is not None else unique_text(self.rng, n_in, tag)
         req = LLMRequest(scenario=self.scenario, max_tokens=self.output_tokens.draw(self.rng), model=self.model,
                          input_tokens=n_in)
         if self.chat:
