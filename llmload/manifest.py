@@ -10,7 +10,7 @@ stop_timeout, shape`` (the shape class and its resolved settings).
 Usage::
 
     run = RunIdentity(); run.start(environment, config, "runs/chat", "local")   # at test start
-    rows = run.stamp(rows)                                              # every batch written
+    rows = run.pass_on(rows)                                            # every batch written
     run.finish(time.time())                                             # at the end
     # the parts:
     run_id = new_run_id(time.time())
@@ -225,7 +225,8 @@ def start_manifest(environment: Any, config: Any, run_id: str, prefix: str, work
 class RunIdentity:
     """The run's id and manifest for one Locust process: the CSV writer (master or local) makes
     them at each test start; a worker gets the id from its master. :meth:`stamp` puts the id in
-    each row's ``run_id`` cell and hands the rows to ``listeners`` (the search shape)."""
+    each row's ``run_id`` cell (rows are stamped when they leave the queue: shipped or written);
+    :meth:`pass_on` also hands each written batch to ``listeners`` (the search shape)."""
 
     def __init__(self) -> None:
         self.run_id = ""
@@ -244,9 +245,15 @@ class RunIdentity:
             self.manifest = start_manifest(environment, config, self.run_id, prefix, workers, api_key_from_env())
 
     def stamp(self, rows: list) -> list:
+        """Rows with this run's id in their run_id cell (unchanged while the id is unknown)."""
         if self.run_id:
             col, run_id = _RUN_ID_COL, self.run_id
             rows = [(*row[:col], run_id, *row[col + 1:]) for row in rows]
+        return rows
+
+    def pass_on(self, rows: list) -> list:
+        """:meth:`stamp`, then every listener gets the rows (each batch written once)."""
+        rows = self.stamp(rows)
         for listener in self.listeners:
             listener(rows)
         return rows

@@ -254,14 +254,14 @@ class LLMLoadPlugin:
     def rows_shipped(self, rows: list[tuple]) -> None:
         """A worker keeps the rows it sends on its own disk (PREFIX_requests.workerN.csv)."""
         if isinstance(self.link, WorkerLink):
-            self.worker_rows.write(rows, self.worker_index, self.link.others)
+            self.worker_rows.write(self.run.stamp(rows), self.worker_index, self.link.others)  # the master's run id
 
     def record_task(self, task: TaskRecord) -> None:
         """Account one finished agent task (its calls were recorded one by one)."""
         self.stats.add_task(task, task_limit_s(self.config.slos, task.scenario), track_delta=True)
 
     def _take_payload(self) -> dict[str, Any]:
-        rows = self.run.stamp(self.take_rows(len(self.pending_rows)))
+        rows = self.take_rows(len(self.pending_rows))
         self.rows_shipped(rows)
         return {"rows": rows, "stats": self.stats.take_delta(), "in_flight": dict(self.in_flight),
                 "health": self.health.take(sum(self.in_flight.values())), "index": self.worker_index}
@@ -283,7 +283,7 @@ class LLMLoadPlugin:
         if from_worker is not None and isinstance(self.link, MasterLink):
             col, users = _USERS_COL, self.link.users
             rows = [(*row[:col], users.total_at(row[1], from_worker, row[col]), *row[col + 1:]) for row in rows]
-        rows = self.run.stamp(rows)
+        rows = self.run.pass_on(rows)
         self.rows_total += len(rows)
         for row in rows:
             self.live.add_row(row)

@@ -203,6 +203,14 @@ def test_rows_of_several_runs_are_refused_unless_one_is_picked(tmp_path):
     assert rep.run_id == "20261130T110000Z-bbbbbb" and len(rep.df) == 320 and rep.overall.steps[0].data["users"] == 16
     with pytest.raises(ReportError, match="no rows of run 'nope'"):
         build_report(prefix, ReportOptions(run_id="nope"))
+    # Rows without an id next to one run (a late worker's first rows, shipped before its master
+    # told it the run id) are that run's, with a warning.
+    for r in first[:10]:
+        r["run_id"] = None
+    partial = write_csv(tmp_path / "partial_requests.csv", first)
+    rep = build_report(partial)
+    assert rep.run_id == "20261130T100000Z-aaaaaa" and len(rep.df) == 160
+    assert any("10 row(s) without a run_id were read as run 20261130T100000Z-aaaaaa's" in w for w in rep.warnings)
     # A file written before runs had ids (no run_id column) is one run.
     legacy = tmp_path / "old_requests.csv"
     cols = [c for c in CSV_COLUMNS if c != "run_id"]

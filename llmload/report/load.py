@@ -41,7 +41,8 @@ def requests_path(prefix: str) -> str:
     return f"{prefix}_requests.csv"
 
 
-def select_run(df: pd.DataFrame, path: str, run_id: str | None) -> tuple[pd.DataFrame, str | None]:
+def select_run(df: pd.DataFrame, path: str, run_id: str | None,
+               warnings: list[str]) -> tuple[pd.DataFrame, str | None]:
     """The rows of one run: the only one there, or ``run_id``. Rows of several runs without a
     choice are refused: a report that mixed them would be wrong without saying so."""
     if "run_id" not in df.columns:
@@ -50,6 +51,14 @@ def select_run(df: pd.DataFrame, path: str, run_id: str | None) -> tuple[pd.Data
                               "drop --run-id")
         return df, None
     ids = df["run_id"].fillna("")
+    named = ids[ids != ""].unique()
+    if len(named) == 1 and (ids == "").any():
+        # Rows without an id next to one run: a worker's first rows, shipped before its master told
+        # it the run id (a late joiner). They are that run's; say so.
+        warnings.append(f"{path}: {int((ids == '').sum())} row(s) without a run_id were read as run {named[0]}'s "
+                        "(a worker's rows from before its master told it the run id)")
+        ids = ids.where(ids != "", named[0])
+        df = df.assign(run_id=ids.to_numpy())
     counts = ids.value_counts(sort=False)
     if run_id:
         if run_id not in counts.index:
@@ -146,7 +155,7 @@ def _finish(path: str, df: pd.DataFrame, warnings: list[str], run_id: str | None
         df = df[valid.to_numpy()]
     if df.empty:
         raise ReportError(f"{path}: no usable request rows")
-    df, run = select_run(df, path, run_id)
+    df, run = select_run(df, path, run_id, warnings)
     df = df.sort_values("start_time", kind="stable").reset_index(drop=True)
     df["status"] = df["status"].astype("string").astype("category")
     ok = (df["status"] == "ok").to_numpy()
