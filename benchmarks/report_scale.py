@@ -50,7 +50,7 @@ def make_csv(path: str, rows: int, seed: int = 1) -> None:
         "prompt_tokens": prompt, "cached_tokens": cached, "completion_tokens": out_tok, "max_tokens": 512,
         "token_source": "usage", "finish_reason": "length", "users": users, "worker": 0, "session_id": "",
         "turn": "", "error": "",
-    })[list(CSV_COLUMNS)]
+    }).reindex(columns=list(CSV_COLUMNS))  # columns it does not fill stay empty
     df.to_csv(path, index=False)
 
 

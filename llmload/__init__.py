@@ -25,6 +25,7 @@ _EXPORTS = {
     "StepLoadShape": "llmload.shapes",
     "RampLoadShape": "llmload.shapes",
     "RateLadderShape": "llmload.shapes",
+    "SearchLoadShape": "llmload.shapes",
     "load_scenario": "llmload.workload.scenario",
     "LLMRequest": "llmload.workload.base",
     "RequestRecord": "llmload.record",

@@ -36,28 +36,57 @@ def _mock(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(args: argparse.Namespace) -> int:
-    import os
+def _report_options(args: argparse.Namespace):
+    from llmload.report import ReportOptions, parse_slo
+    from llmload.slo import parse_error_budget
 
-    from llmload.report import ReportError, ReportOptions, build_report, parse_slo, write_report
-    from llmload.report.render import summary_text
+    slos = [parse_slo(s) for s in args.slo]
+    if args.scenario:
+        slos += scenario_slos(args.scenario)
+    return ReportOptions(
+        slos=slos, warmup_s=args.warmup_s, gpu_hourly_usd=getattr(args, "gpu_hourly_usd", None),
+        gpus_per_replica=getattr(args, "gpus_per_replica", 1), target_rps=getattr(args, "target_rps", None),
+        daily_requests=getattr(args, "daily_requests", None), peak_factor=getattr(args, "peak_factor", 1.0),
+        headroom=getattr(args, "headroom", 0.3), output_cost_weight=args.output_cost_weight,
+        error_budget=parse_error_budget(args.error_budget), sample_floor=args.sample_floor,
+        run_id=getattr(args, "run_id", None))
+
+
+def _report(args: argparse.Namespace) -> int:
+    from llmload.report import ReportError, build_report, write_report
+    from llmload.report.render import default_out, summary_text
 
     try:
-        slos = [parse_slo(s) for s in args.slo]
-        if args.scenario:
-            slos += scenario_slos(args.scenario)
-        opts = ReportOptions(
-            slos=slos, warmup_s=args.warmup_s, gpu_hourly_usd=args.gpu_hourly_usd,
-            gpus_per_replica=args.gpus_per_replica, target_rps=args.target_rps,
-            daily_requests=args.daily_requests, peak_factor=args.peak_factor, headroom=args.headroom,
-            output_cost_weight=args.output_cost_weight)
-        report = build_report(args.prefix[0] if len(args.prefix) == 1 else args.prefix, opts)
-        out = args.out or os.path.dirname(os.path.abspath(report.source))
-        paths = write_report(report, out)
+        prefix = args.prefix[0] if len(args.prefix) == 1 else args.prefix
+        report = build_report(prefix, _report_options(args))
+        out, names = (args.out, "") if args.out else default_out(report.source.split(", ")[0])
+        paths = write_report(report, out, names)
     except (ReportError, ValueError, OSError) as e:  # ScenarioError is a ValueError
         print(f"llmload report: {e}", file=sys.stderr)
         return 2
     print(summary_text(report))
+    print("wrote " + ", ".join(paths))
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    import os
+
+    from llmload.report import ReportError
+    from llmload.report.compare import compare_runs
+    from llmload.report.compare_render import comparison_text, write_comparison
+
+    try:
+        prices = [float(x) for x in args.gpu_hourly_usd.split(",")] if args.gpu_hourly_usd else None
+        gpus = [int(x) for x in args.gpus_per_replica.split(",")] if args.gpus_per_replica else None
+        cmp = compare_runs(args.prefixes, args.label, _report_options(args), at=args.at, gpu_hourly_usd=prices,
+                           gpus_per_replica=gpus)
+        out = args.out or os.path.dirname(cmp.runs[0].report.source) or "."
+        paths = write_comparison(cmp, out, args.name)
+    except (ReportError, ValueError, OSError) as e:
+        print(f"llmload compare: {e}", file=sys.stderr)
+        return 2
+    print(comparison_text(cmp))
     print("wrote " + ", ".join(paths))
     return 0
 
@@ -141,11 +170,27 @@ def _step_list(text: str) -> str:
     return text
 
 
+def _judging_arguments(p: argparse.ArgumentParser) -> None:
+    """How steps are judged: the same for a report and a comparison."""
+    p.add_argument("--slo", action="append", default=[], metavar="[SCENARIO:]METRIC=VALUE",
+                   help="e.g. ttft_p95_ms=2000, tpot_p95_ms=50, error_rate=0.05, rag:ttft_p95_ms=3000")
+    p.add_argument("--scenario", metavar="FILE", help="also use the slo: of each workload in this scenario file "
+                   "(scoped to that workload)")
+    p.add_argument("--error-budget", default="", metavar="FRACTION|off", help="failed ÷ finished requests a "
+                   "step may have (default 0.01); off: failures count against no SLO; --slo error_rate=X wins")
+    p.add_argument("--warmup-s", type=float, help="seconds after each load change not measured (default 5, or "
+                   "the search shape's own from PREFIX_run.json)")
+    p.add_argument("--sample-floor", type=int, default=30, help="ok requests a step needs for a verdict "
+                   "(default 30); a thinner step is never capacity")
+    p.add_argument("--output-cost-weight", type=float, help="price an output token as this many input tokens "
+                   "to split cost between input and output")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from llmload.mock.options import add_mock_arguments
 
     parser = argparse.ArgumentParser(prog="llmload", description="LLM load testing on Locust: mock server, "
-                                     "reports and the demo. Load itself runs with `locust`.")
+                                     "reports, comparisons and the demo. Load itself runs with `locust`.")
     sub = parser.add_subparsers(dest="command", required=True)
     mock = sub.add_parser("mock", help="serve a simulated OpenAI-compatible LLM engine")
     add_mock_arguments(mock)
@@ -154,13 +199,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="turn a run's CSVs into a capacity plan (md, html, json)")
     rep.add_argument("prefix", nargs="+", help="the --csv PREFIX of the run (reads PREFIX_requests.csv), or "
                      "several requests CSVs of one run (e.g. each worker's PREFIX_requests.workerN.csv)")
-    rep.add_argument("--out", help="output directory (default: next to the CSVs)")
-    rep.add_argument("--slo", action="append", default=[], metavar="[SCENARIO:]METRIC=VALUE",
-                     help="e.g. ttft_p95_ms=2000, tpot_p95_ms=50, error_rate=0.01, rag:ttft_p95_ms=3000")
-    rep.add_argument("--scenario", metavar="FILE", help="also use the slo: of each workload in this scenario file "
-                     "(scoped to that workload)")
-    rep.add_argument("--warmup-s", type=float, default=5.0, help="seconds after each user-count change not "
-                     "measured (default 5)")
+    rep.add_argument("--out", help="output directory, files report.* (default: next to the CSVs, files "
+                     "PREFIX_report.*)")
+    rep.add_argument("--run-id", help="the run to report on when the CSV holds rows of several")
+    _judging_arguments(rep)
     rep.add_argument("--gpu-hourly-usd", type=float, help="price of one GPU-hour")
     rep.add_argument("--gpus-per-replica", type=int, default=1, help="GPUs one server replica uses (default 1)")
     rep.add_argument("--target-rps", type=float, help="peak requests/s the fleet must serve")
@@ -168,9 +210,20 @@ def build_parser() -> argparse.ArgumentParser:
                      "--target-rps")
     rep.add_argument("--peak-factor", type=float, default=1.0, help="peak rate ÷ average rate (default 1)")
     rep.add_argument("--headroom", type=float, default=0.3, help="share of capacity kept free (default 0.3)")
-    rep.add_argument("--output-cost-weight", type=float, help="price an output token as this many input tokens "
-                     "to split cost between input and output")
     rep.set_defaults(func=_report)
+
+    cmp = sub.add_parser("compare", help="several runs side by side: capacity, cost, latency at matched load "
+                         "(md, html, json)")
+    cmp.add_argument("prefixes", nargs="+", metavar="RUN_PREFIX", help="the --csv PREFIX of each run")
+    cmp.add_argument("--label", action="append", help="a name per run, in order (default: the prefix's name)")
+    cmp.add_argument("--out", help="output directory (default: next to the first run's CSVs)")
+    cmp.add_argument("--name", default="compare", help="file name before .md/.html/.json (default compare)")
+    cmp.add_argument("--at", type=float, help="the load level (users or req/s) to compare latencies at "
+                     "(default: the highest level every run measured)")
+    _judging_arguments(cmp)
+    cmp.add_argument("--gpu-hourly-usd", help="price of one GPU-hour: one value, or one per run (comma-separated)")
+    cmp.add_argument("--gpus-per-replica", help="GPUs per replica: one value, or one per run (comma-separated)")
+    cmp.set_defaults(func=_compare)
 
     from llmload.demo import DEMO_PROFILE, DEMO_STEP_SECONDS, DEMO_STEPS
 

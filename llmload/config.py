@@ -30,6 +30,7 @@ from llmload.backoff import BackoffPolicy
 from llmload.options import api_key_from_env, option
 from llmload.protocol import ENDPOINTS, ENV_PREFIX
 from llmload.schedules import STOP_ACTIONS, parse_rates, parse_steps
+from llmload.search import MODES
 from llmload.slo import SLO, parse_slo
 from llmload.transport import TRANSPORTS, ClientOptions
 from llmload.transport.connection import parse_headers, parse_query
@@ -340,6 +341,9 @@ def _check_shape(environment: Any, shape: dict[str, Any]) -> None:
                 parse(value, where)
             except ValueError as e:
                 raise ConfigError(str(e)) from None
+    search = option(environment, "search") or shape.get("search")
+    if search is not None and search not in MODES:
+        raise ConfigError(f"--search {search!r}: expected one of {', '.join(MODES)}")
     action = option(environment, "slo_stop_action") or shape.get("slo_stop_action")
     if action is not None and action not in STOP_ACTIONS:
         raise ConfigError(f"--slo-stop-action {action!r}: expected one of {', '.join(STOP_ACTIONS)}")
@@ -348,12 +352,19 @@ def _check_shape(environment: Any, shape: dict[str, Any]) -> None:
                                 ("--slo-stop-after", "slo_stop_after", "slo_stop_after_s"),
                                 ("--ramp-seconds", "ramp_seconds", "ramp_seconds"),
                                 ("--ramp-hold-seconds", "ramp_hold_seconds", "ramp_hold_seconds"),
-                                ("--ramp-users", "ramp_users", "ramp_users")):
+                                ("--ramp-users", "ramp_users", "ramp_users"),
+                                ("--search-min", "search_min", "search_min"),
+                                ("--search-max", "search_max", "search_max"),
+                                ("--search-precision", "search_precision", "search_precision"),
+                                ("--search-warmup-s", "search_warmup_s", "search_warmup_s")):
         value, where = option(environment, key), flag
         if value is None and yaml_key in shape:
             value, where = shape[yaml_key], where_yaml + yaml_key
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
             raise ConfigError(f"{where} {value!r}: expected a number >= 0")
+    lo, hi = (option(environment, k) or shape.get(k) for k in ("search_min", "search_max"))
+    if lo is not None and hi is not None and not float(hi) > float(lo):
+        raise ConfigError(f"search shape: --search-max {hi!r} must be above --search-min {lo!r}")
 
 
 def _server_metrics(environment: Any) -> ServerMetricsSetup:

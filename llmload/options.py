@@ -64,6 +64,14 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--ramp-hold-seconds", dict(type=float, default=0.0, help="ramp shape: seconds to stay at the top")),
     ("--rate-steps", dict(default="", help="rate ladder shape: arrival rates (requests/s) of open-loop workloads, "
                                            "e.g. 2,4,8")),
+    ("--search", dict(default="", help="search shape: users (bisect the user count) or rate (the arrival rate of "
+                                       "open-loop workloads) for the highest load that meets every SLO")),
+    ("--search-min", dict(type=float, default=0.0, help="search shape: lowest load (users or requests/s)")),
+    ("--search-max", dict(type=float, default=0.0, help="search shape: highest load (users or requests/s)")),
+    ("--search-precision", dict(type=float, default=0.0, help="search shape: stop when the bracket is this narrow "
+                                                              "(users or requests/s)")),
+    ("--search-warmup-s", dict(type=float, default=0.0, help="search shape: seconds after each change not judged "
+                                                             "(default 5, as llmload report)")),
     ("--seed", dict(type=int, default=0, help="workload seed; each worker and user draws its own reproducible "
                                               "stream from it")),
     ("--server-metrics", dict(action="append", default=[], metavar="URL",
@@ -101,7 +109,11 @@ def add_arguments(parser: Any) -> None:
     """Add llmload's options to Locust's parser, under their own heading."""
     group = parser.add_argument_group(GROUP, GROUP_HELP)
     for flag, kwargs in OPTIONS:
-        group.add_argument(flag, env_var=env_var(flag), **kwargs)
+        action = group.add_argument(flag, env_var=env_var(flag), **kwargs)
+        # What Locust's own add_argument marks (a group's does not): the field shows in the web UI's
+        # start form. Not --slo: the form would post its empty list back as one empty SLO.
+        action.include_in_web_ui = kwargs.get("action") != "append"
+        action.is_secret = action.is_required = action.is_multiple = False
 
 
 def option(environment: Any, name: str, default: Any = None) -> Any:

@@ -1,6 +1,11 @@
 """The files a run writes: PREFIX_requests.csv (appended as rows arrive), a worker's own
 PREFIX_requests.workerN.csv, and PREFIX_llm_stats.csv.
 
+A process starts the requests CSV afresh the first time it opens it (``fresh=True``), as Locust
+does with its own CSVs: a second run with the same ``--csv`` prefix never appends to the first
+one's rows. Later tests of the same process (the web UI's start, stop, start) append to the open
+file; their rows carry their own ``run_id``. PREFIX_llm_history.csv is opened afresh at each test.
+
 Usage::
 
     out = RequestsCsv("runs/chat_requests.csv")
@@ -34,15 +39,16 @@ class RequestsCsv:
     Each ``write`` (one batch: a worker report or a local flush interval) goes to the kernel at
     once, so a run killed mid-way keeps everything written so far. A batch the disk cannot take
     is cut back off the file, so the rows before it stay whole and readable; rows already written
-    are never rewritten (a new run with the same prefix appends).
+    are never rewritten. ``fresh`` (a new run) empties the file first; without it, rows are appended.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, fresh: bool = True) -> None:
         self.path = path
         self.rows_written = 0
         try:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | (os.O_TRUNC if fresh else 0)
+            self._fd: int | None = os.open(path, flags, 0o644)
         except OSError as e:
             raise OutputError(f"{path}: cannot open for writing: {e.strerror}") from None
         self._size = os.fstat(self._fd).st_size
@@ -118,10 +124,10 @@ HISTORY_COLUMNS = (
 class HistoryCsv:
     """PREFIX_llm_history.csv: one row per scenario per interval over the live window."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, fresh: bool = True) -> None:
         self.path = path
-        new = not os.path.exists(path) or os.path.getsize(path) == 0
-        self._file: IO[str] | None = open(path, "a", newline="", encoding="utf-8")  # noqa: SIM115
+        new = fresh or not os.path.exists(path) or os.path.getsize(path) == 0
+        self._file: IO[str] | None = open(path, "w" if fresh else "a", newline="", encoding="utf-8")  # noqa: SIM115
         self._csv = csv.writer(self._file)
         if new:
             self._csv.writerow(HISTORY_COLUMNS)

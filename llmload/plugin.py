@@ -42,6 +42,7 @@ from llmload.health import ClientHealth
 from llmload.limits import check_fd_budget
 from llmload.live import LiveHistory, LiveWindow
 from llmload.live_feed import sample_history
+from llmload.manifest import RunIdentity
 from llmload.options import add_arguments, option
 from llmload.output import HistoryCsv, OutputError, RequestsCsv
 from llmload.record import CANCELLED, CSV_COLUMNS, OK, RequestRecord
@@ -98,6 +99,7 @@ class LLMLoadPlugin:
         self.pending_rows: list[tuple] = []
         self.writer: RequestsCsv | None = None
         self.rows_total = 0
+        self.run = RunIdentity()  # the run id on every row, PREFIX_run.json; workers get the id from the master
         self._model: str | None = None
         self._model_lock = gevent.lock.Semaphore()
         self._request_prefix = ""
@@ -136,11 +138,12 @@ class LLMLoadPlugin:
 
     def _run_info(self) -> dict[str, Any]:  # the master tells each worker how many share the load, its --csv
         assert isinstance(self.link, MasterLink)
-        return {"n": max(1, len(self.link.expected)), "csv": self.option("csv_prefix") or ""}
+        return {"n": max(1, len(self.link.expected)), "csv": self.option("csv_prefix") or "", "run_id": self.run.run_id}
 
     def _on_run_info(self, data: dict[str, Any]) -> None:
         self.processes = max(1, int(data["n"]))
         self.worker_rows.master_prefix = data.get("csv") or None
+        self.run.run_id = data.get("run_id") or ""
 
     # -- configuration ---------------------------------------------------------------------------
     def option(self, name: str, default: Any = None) -> Any:
@@ -251,7 +254,7 @@ class LLMLoadPlugin:
     def rows_shipped(self, rows: list[tuple]) -> None:
         """A worker keeps the rows it sends on its own disk (PREFIX_requests.workerN.csv)."""
         if isinstance(self.link, WorkerLink):
-            self.worker_rows.write(rows, self.worker_index, self.link.others)
+            self.worker_rows.write(self.run.stamp(rows), self.worker_index, self.link.others)  # the master's run id
 
     def record_task(self, task: TaskRecord) -> None:
         """Account one finished agent task (its calls were recorded one by one)."""
@@ -280,6 +283,7 @@ class LLMLoadPlugin:
         if from_worker is not None and isinstance(self.link, MasterLink):
             col, users = _USERS_COL, self.link.users
             rows = [(*row[:col], users.total_at(row[1], from_worker, row[col]), *row[col + 1:]) for row in rows]
+        rows = self.run.pass_on(rows)
         self.rows_total += len(rows)
         for row in rows:
             self.live.add_row(row)
@@ -329,6 +333,7 @@ class LLMLoadPlugin:
         prefix = self.option("csv_prefix")
         if prefix and self.writer is None and self.mode != "worker":
             self.writer = open_requests_csv(self, f"{prefix}_requests.csv")
+        self.run.start(environment, self.config, prefix, self.mode)
         self.live = LiveWindow()
         self.history = LiveHistory()
         self.stop_reason = ""
@@ -381,11 +386,6 @@ class LLMLoadPlugin:
             if self.scraper is not None:
                 self.scraper.stop()
             finish_run(self, HISTORY_INTERVAL_S)
-
-    def close_history(self) -> None:
-        if self.history_csv is not None:
-            self.history_csv.close()
-            self.history_csv = None
 
     def _on_quitting(self, environment: Environment, **_kw: Any) -> None:
         if self.mode != "worker":

@@ -5,7 +5,9 @@ written, all times from ``time.perf_counter()``):
 
 * TTFT: t0 → first event carrying generated output (content, reasoning, tool calls, text);
   role-only and empty chunks never count. TTFT visible: t0 → first non-empty content.
-* E2E: t0 → end of stream (``[DONE]``, or the last event when there is none).
+* E2E: t0 → end of stream (``[DONE]``, or the last event when there is none); for a request
+  that failed or was cancelled, t0 → the moment it failed (the timeout fired, the connection
+  closed, the test ended), not its last event.
 * output tokens: ``usage.completion_tokens``; without usage, the number of output-carrying
   chunks (``token_source=chunks``).
 * TPOT: (E2E − TTFT) / (output tokens − 1) for output tokens ≥ 2 (vLLM's definition).
@@ -49,7 +51,7 @@ CSV_COLUMNS = (
     "request_id", "start_time", "scenario", "status", "http_status", "ttft_ms", "ttft_visible_ms",
     "tpot_ms", "e2e_ms", "itl_max_ms", "prompt_tokens", "cached_tokens", "completion_tokens",
     "max_tokens", "token_source", "finish_reason", "users", "worker", "session_id", "turn", "error",
-    "scheduled_time", "requested_input_tokens", "arrival_rate", "coalesced_reads", "step_kind",
+    "scheduled_time", "requested_input_tokens", "arrival_rate", "run_id", "coalesced_reads", "step_kind",
     "requested_image_tokens", "backoff_ms",
 )
 
@@ -69,6 +71,7 @@ class RequestMeta:
     scheduled_time: float | None = None  # open-loop: when the arrival process wanted it sent (epoch s)
     requested_input_tokens: int | None = None  # prompt length the workload asked for
     arrival_rate: float | None = None  # open-loop: the run's target arrival rate (req/s) when it was scheduled
+    run_id: str = ""  # the run's id (PREFIX_run.json); the process that writes the CSV fills it in
     step_kind: str = ""  # agent tasks: "task" (first call) or "tool_result" (a call after tool results)
     requested_image_tokens: int | None = None  # what the prompt's images cost a Qwen2-VL-style model
 
@@ -115,7 +118,8 @@ class RequestRecord:
             self.prompt_tokens, self.cached_tokens, self.completion_tokens, m.max_tokens, self.token_source,
             self.finish_reason, m.users, m.worker, m.session_id, m.turn, self.error,
             None if m.scheduled_time is None else round(m.scheduled_time, 6), m.requested_input_tokens,
-            m.arrival_rate, self.coalesced_reads, m.step_kind, m.requested_image_tokens, rounded(self.backoff_ms),
+            m.arrival_rate, m.run_id or None, self.coalesced_reads, m.step_kind, m.requested_image_tokens,
+            rounded(self.backoff_ms),
         )
 
 
@@ -217,8 +221,6 @@ class StreamAccumulator:
                 rec.itl_max_ms = max(gaps) if gaps else None
         if self.first_visible is not None:
             rec.ttft_visible_ms = (self.first_visible - t0) * 1000.0
-        end = self.last_event if self.last_event is not None else t_end
-        rec.e2e_ms = (end - t0) * 1000.0
         usage = self.usage
         if usage and isinstance(usage.get("completion_tokens"), int):
             rec.completion_tokens = usage["completion_tokens"]
@@ -238,9 +240,6 @@ class StreamAccumulator:
             rec.text = "".join(self.texts)
             if self.tool_pieces:
                 rec.tool_calls = assemble(self.tool_pieces)
-        n = rec.completion_tokens
-        if rec.ttft_ms is not None and n is not None and n >= 2:
-            rec.tpot_ms = (rec.e2e_ms - rec.ttft_ms) / (n - 1)
 
         # Status: the first that applies, most specific first.
         if end_state == "cancelled":
@@ -259,6 +258,14 @@ class StreamAccumulator:
                                    if end_state == "complete" else "connection closed mid-stream")
         elif not times:
             rec.status, rec.error = EMPTY, "finished with no output"
+
+        # A stream that ended well ends at its last event; one that failed (a timeout, a closed
+        # connection, the end of the test) ends when it failed, which can be long after that.
+        end = self.last_event if rec.status == OK and self.last_event is not None else t_end
+        rec.e2e_ms = (end - t0) * 1000.0
+        n = rec.completion_tokens
+        if rec.ttft_ms is not None and n is not None and n >= 2:
+            rec.tpot_ms = (rec.e2e_ms - rec.ttft_ms) / (n - 1)
         return rec
 
 

@@ -79,7 +79,10 @@ def finish_run(plugin: LLMLoadPlugin, interval_s: float) -> None:
     plugin.health.stop()
     if plugin.mode == "local":
         plugin.sample_history(time.time())
-    plugin.close_history()
+    if plugin.history_csv is not None:
+        plugin.history_csv.close()
+        plugin.history_csv = None
+    plugin.run.finish(time.time())  # PREFIX_run.json gets its end
     lost = plugin.link.lost() if isinstance(plugin.link, MasterLink) else []
     if lost and plugin.env.process_exit_code is None:
         plugin.env.process_exit_code = 1  # rows the server saw are missing here: not a clean run

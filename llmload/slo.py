@@ -13,6 +13,7 @@ Usage::
     slo = parse_slo("rag:ttft_p95_ms=2000")   # SLO(metric="ttft_p95_ms", limit=2000.0, scenario="rag")
     slo.name, slo.quantile                     # "ttft", 95.0
     slos_for([slo], "rag")                     # the SLOs that apply to one scenario
+    with_error_budget([slo], 0.01)             # + error_rate=0.01 unless an unscoped error_rate is given
     window_value(slo, scenario_stats)          # its value over live histograms (None: too few samples)
 """
 
@@ -29,6 +30,7 @@ _PATTERN = re.compile(r"^(?:(ttft_visible|itl_max|ttft|tpot|e2e)_(p\d+(?:\.\d+)?
 ERROR_RATE = "error_rate"
 TASK = "task"
 MIN_SAMPLES = 10  # fewer samples in a live window: no verdict
+DEFAULT_ERROR_BUDGET = 0.01  # failed ÷ finished a step may have unless told otherwise: failures count
 METRIC_HELP = ("error_rate, {ttft,ttft_visible,tpot,e2e,itl_max}_{pNN,mean,median}_ms or task_{pNN,mean,median}_s, "
                "e.g. tpot_p99_ms")
 
@@ -134,6 +136,30 @@ def slos_for(slos: Iterable[SLO], scenario: str | None) -> list[SLO]:
         return [s for s in slos if s.scenario is None]
     scoped = {s.metric for s in slos if s.scenario == scenario}
     return [s for s in slos if s.scenario == scenario or (s.scenario is None and s.metric not in scoped)]
+
+
+def with_error_budget(slos: Iterable[SLO], budget: float | None) -> list[SLO]:
+    """``slos`` plus the error budget ``error_rate ≤ budget`` for the whole run, unless an unscoped
+    ``error_rate`` SLO is already there (it wins); ``budget`` None: no budget (switched off)."""
+    slos = list(slos)
+    if budget is None or any(s.metric == ERROR_RATE and s.scenario is None for s in slos):
+        return slos
+    return [*slos, SLO(ERROR_RATE, budget)]
+
+
+def parse_error_budget(text: str | float | None, where: str = "--error-budget") -> float | None:
+    """``0.01`` → 0.01; ``off`` (or ``none``) → None; empty → the default."""
+    if text is None or str(text).strip() == "":
+        return DEFAULT_ERROR_BUDGET
+    if str(text).strip().lower() in ("off", "none"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise ValueError(f"{where} {text!r}: expected a fraction between 0 and 1 (e.g. 0.01), or off")
+    return value
 
 
 class _Hist(Protocol):

@@ -1,6 +1,7 @@
 """A disk that fills mid-run: one clear error, the rows already written stay readable, the run
 stops by itself. The disk is a small tmpfs mounted for the test (needs root; skipped otherwise).
-Also: rows already written are never rewritten; a second run with the same prefix appends."""
+Also: rows already written are never rewritten by the run that wrote them; a second run with the
+same prefix starts a fresh file (issue 10), and ``fresh=False`` appends."""
 
 from __future__ import annotations
 
@@ -75,7 +76,11 @@ def test_a_batch_that_does_not_fit_is_cut_back_and_earlier_rows_stay(small_disk)
     assert os.path.getsize(path) == size  # the failed batch is gone, the first 10 rows untouched
     out.close()
     assert len(pd.read_csv(path)) == 10
-    again = RequestsCsv(path)  # a later run with the same prefix appends, never truncates
+    again = RequestsCsv(path, fresh=False)  # appending (not a new run) keeps the rows there
     again.write([row])
     again.close()
     assert len(pd.read_csv(path)) == 11
+    new_run = RequestsCsv(path)  # a new run with the same prefix starts a fresh file
+    new_run.write([row])
+    new_run.close()
+    assert len(pd.read_csv(path)) == 1

@@ -123,6 +123,8 @@ def test_master_and_two_workers(mock, tmp_path):
     check_against_log(rows, mock, expect_users=12)
     assert set(rows["worker"]) == {0, 1}
     assert "LLM summary" in res.stdout
+    manifest = __import__("json").loads((tmp_path / "dist_run.json").read_text())
+    assert manifest["workers"] == 2 and set(rows["run_id"]) == {manifest["run_id"]}  # the master stamps every row
 
 
 def test_timing_accuracy_with_64_users_in_one_process(mock_factory, tmp_path):

@@ -106,5 +106,26 @@ def test_http_statuses_and_row_shape():
         "request_id", "start_time", "scenario", "status", "http_status", "ttft_ms", "ttft_visible_ms", "tpot_ms",
         "e2e_ms", "itl_max_ms", "prompt_tokens", "cached_tokens", "completion_tokens", "max_tokens",
         "token_source", "finish_reason", "users", "worker", "session_id", "turn", "error", "scheduled_time",
-        "requested_input_tokens", "arrival_rate", "coalesced_reads", "step_kind", "requested_image_tokens",
-        "backoff_ms")
+        "requested_input_tokens", "arrival_rate", "run_id", "coalesced_reads", "step_kind",
+        "requested_image_tokens", "backoff_ms")
+
+
+def test_e2e_of_a_failed_request_runs_to_the_moment_it_failed():
+    """Events at 10, 20, 30 ms after t0 = 0; then nothing. Timed out at 530 ms (500 ms without
+    progress), cut off by the server at 75 ms, cancelled at the end of the test at 90 ms: E2E is
+    those moments, not the 30 ms of the last event. A stream that ended well ends at its last event."""
+    cut = rs.VLLM_CHAT.split(b'"finish_reason":"stop"')[0].rsplit(b"data:", 1)[0]
+
+    def finish(end_state: str, t_end: float):
+        acc = StreamAccumulator(0.0)
+        d = SSEDecoder()
+        for i, ev in enumerate(d.feed(cut)):
+            acc.add(classify_event(ev, False), (i + 1) * 0.010)
+        return acc.finish(RequestMeta("r", 1.0, "s"), end_state, t_end)
+
+    assert finish("timeout", 0.530).status == "timeout" and finish("timeout", 0.530).e2e_ms == pytest.approx(530.0)
+    eof = finish("eof", 0.075)
+    assert eof.status == "truncated" and eof.e2e_ms == pytest.approx(75.0)
+    assert finish("cancelled", 0.090).e2e_ms == pytest.approx(90.0)
+    ok = run(rs.VLLM_CHAT)  # [DONE] at 60 ms, finished at 61 ms
+    assert ok.status == "ok" and ok.e2e_ms == pytest.approx(60.0)

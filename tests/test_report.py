@@ -43,16 +43,20 @@ def test_steps_warmup_throughput_and_percentiles(tmp_path):
     a, b = (s.data for s in rep.overall.steps)
     # Step A: measured over [1005, 1020) = 15 s. Starts in window: 1005.0 .. 1019.5 → 30 requests.
     assert a["users"] == 4 and a["duration_s"] == 15.0 and a["requests"] == 30
-    # Completed in window: ends at start+1 s in [1005, 1020): starts 1004.0 .. 1018.5 → 30 → 2 req/s.
+    # Edge-corrected: 2 requests in flight at every moment, each 1 s long, so 2 req/s of lifetime
+    # falls in the window: starts 1005.0 .. 1019.0 wholly inside (29), 1004.5 and 1019.5 half → 30 / 15 s.
     assert a["rps"] == 2.0
     assert a["output_tps"] == 2.0 * 91 and a["total_tps"] == 2.0 * 191
     assert a["ttft_ms"]["p50"] == 100.0 and a["tpot_ms"]["p99"] == 10.0
-    # Step B (last): window [1025, 1039.75), 14.75 s; 60 starts; ends (start+2 s) in window:
-    # starts 1023.0 .. 1037.5 → 59 requests → 59 / 14.75 = 4.0 req/s.
+    # Step B (last): window [1025, 1039.75), 14.75 s; 59 starts in it; 8 requests of 2 s in flight
+    # throughout → 4 req/s of lifetime in the window → 4.0 req/s.
     assert b["users"] == 8 and b["duration_s"] == 14.75 and b["requests"] == 59
     assert b["rps"] == pytest.approx(4.0)
-    assert rep.overall.capacity["limited_by"].startswith("no SLO given")
+    # The default error budget is an SLO: no step failed, so the highest step is the capacity.
+    assert rep.overall.capacity["limited_by"].startswith("highest step tested")
     assert rep.overall.capacity["users"] == 8
+    off = build_report(prefix, ReportOptions(warmup_s=5.0, error_budget=None))
+    assert off.overall.capacity["limited_by"].startswith("no SLO given")
 
 
 def test_slo_verdicts_capacity_and_interpolation(tmp_path):
@@ -61,7 +65,10 @@ def test_slo_verdicts_capacity_and_interpolation(tmp_path):
     rep = build_report(prefix, ReportOptions(slos=slos))
     a, b = (s.data for s in rep.overall.steps)
     assert a["slo_met"] is True and b["slo_met"] is False
-    assert b["slo"]["ttft_p95_ms"] == {"value": 300.0, "limit": 200.0, "met": False}
+    # 59 samples, all 300 ms: the interval's low end is 300 (> 200, not borderline); 59 cannot
+    # bound a p95 from above (that takes ~72), so its high end is open.
+    assert b["slo"]["ttft_p95_ms"] == {"value": 300.0, "limit": 200.0, "met": False, "n": 59,
+                                       "ci95": [300.0, None], "borderline": False}
     assert b["goodput_rps"] == 0.0 and a["goodput_rps"] == 2.0
     cap = rep.overall.capacity
     assert cap["users"] == 4 and cap["rps"] == 2.0 and cap["limited_by"] == "ttft_p95_ms"
@@ -206,7 +213,7 @@ def test_slos_from_a_scenario_file_are_scoped_to_their_workloads(tmp_path):
                           "--out", str(tmp_path / "o")], capture_output=True, text=True, cwd=ROOT)
     assert res.returncode == 0, res.stderr
     data = json.loads((tmp_path / "o" / "report.json").read_text())
-    assert data["scenarios"]["rag"]["slos"] == ["rag:ttft_p95_ms=3000", "rag:tpot_p95_ms=60"]
+    assert data["scenarios"]["rag"]["slos"] == ["rag:ttft_p95_ms=3000", "rag:tpot_p95_ms=60", "error_rate=0.01"]
     assert data["scenarios"]["rag"]["steps"][0]["slo_met"] is False  # half the requests take 4 s
     bad = subprocess.run([sys.executable, "-m", "llmload.cli", "report", prefix, "--scenario", "nope.yaml"],
                          capture_output=True, text=True, cwd=ROOT)

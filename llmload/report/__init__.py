@@ -4,11 +4,13 @@ Usage::
 
     from llmload.report import ReportOptions, build_report, parse_slo, write_report
     report = build_report("runs/rag", ReportOptions(slos=[parse_slo("ttft_p95_ms=2000")], gpu_hourly_usd=4.5))
-    paths = write_report(report, "runs/")     # report.md, report.html, report.json, vllm_bench_serve.json
+    paths = write_report(report, "out/")      # out/report.md, report.html, report.json, vllm_bench_serve.json
 
-Modules: ``load`` (the CSV), ``steps`` (load steps and what each measured), ``slo`` (an SLO over
-rows), ``capacity`` (capacity, cost, plan), ``model`` (the report's parts), ``build`` (rows →
-report), ``render``/``charts``/``format`` (md, html, json).
+Modules: ``load`` (the CSV, one run), ``manifest`` (its PREFIX_run.json), ``steps`` (load steps
+and what each measured), ``confidence`` (intervals, borderline verdicts), ``capacity``
+(capacity, cost, plan), ``model`` (the report's parts), ``build`` (rows → report),
+``blocks``/``render``/``charts``/``format`` (md, html, json), ``compare``/``compare_render``
+(several runs side by side).
 """
 
 from __future__ import annotations

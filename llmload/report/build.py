@@ -1,7 +1,12 @@
-"""Building a report from a run's rows: steps, capacity, cost, plan and prefix cache per section."""
+"""Building a report from a run's rows: steps, capacity, cost, plan and prefix cache per section.
+
+Failures count by default: every section's SLOs get the error budget ``error_rate ≤ 1 %``
+(``ReportOptions.error_budget``; an unscoped ``error_rate`` SLO replaces it, None switches it off).
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -9,10 +14,11 @@ import pandas as pd
 
 from llmload.report.capacity import cost_at, find_capacity, plan_for
 from llmload.report.load import load_requests
-from llmload.report.model import Report, ReportOptions, Section
+from llmload.report.manifest import read_manifest, search_warmup
+from llmload.report.model import DEFAULT_WARMUP_S, Report, ReportOptions, Section
 from llmload.report.server import attach_server_metrics
 from llmload.report.steps import measure_steps
-from llmload.slo import SLO, slos_for
+from llmload.slo import ERROR_RATE, SLO, slos_for, with_error_budget
 
 
 def prefix_cache_stats(df: pd.DataFrame) -> dict[str, Any] | None:
@@ -42,16 +48,27 @@ def prefix_cache_stats(df: pd.DataFrame) -> dict[str, Any] | None:
     }
 
 
-def _section(name: str, df: pd.DataFrame, slos: list[SLO], opts: ReportOptions,
-             notes: list[str]) -> Section:
+def _section(name: str, df: pd.DataFrame, slos: list[SLO], opts: ReportOptions, warmup_s: float,
+             notes: list[str], warnings: list[str]) -> Section:
     step_slos = [s for s in slos if not s.per_task]  # task SLOs are judged over tasks (report.tasks)
-    steps, step_notes = measure_steps(df, opts.warmup_s, step_slos)
-    notes += [f"{name}: {n}" for n in step_notes]
+    steps, step_notes, step_warnings = measure_steps(df, warmup_s, step_slos, opts.sample_floor)
+    where = "" if name == "all" else f"{name}: "
+    notes += [where + n for n in step_notes]
+    warnings += [where + w for w in step_warnings]
     capacity = find_capacity([s.data for s in steps], bool(step_slos))
+    unit = "req/s arrivals" if steps and steps[0].data["arrival_rate"] is not None else "users"
+    if capacity.get("non_monotone"):
+        levels = ", ".join(f"{lv:g}" for lv in capacity["non_monotone"])
+        warnings.append(f"{where}non-monotone: step(s) at {levels} {unit} met every SLO above the failing step at "
+                        f"{capacity['next_step_level']:g} {unit}: noise or an unstable server; rerun with "
+                        "longer steps. Capacity stays below the first failing step.")
+    for t in capacity.get("thin_above") or []:
+        warnings.append(f"{where}the step at {t['level']:g} {unit} had only {t['ok']} ok requests (< "
+                        f"{opts.sample_floor}): no verdict, not capacity, not priced")
+    cap_step = next((s.data for s in steps if s.data["start_time"] == capacity.get("start_time")), None)
     cost = None
-    if opts.gpu_hourly_usd is not None and capacity.get("users") is not None:
-        cap_step = next(s for s in steps if s.data["level"] == capacity["level"])
-        input_tps = cap_step.data["total_tps"] - cap_step.data["output_tps"]
+    if opts.gpu_hourly_usd is not None and cap_step is not None:
+        input_tps = cap_step["total_tps"] - cap_step["output_tps"]  # the capacity step's own numbers
         cost = cost_at(capacity, opts.gpu_hourly_usd, opts.gpus_per_replica, input_tps, opts.output_cost_weight)
     plan = None
     target = opts.plan_target_rps
@@ -64,37 +81,53 @@ def _section(name: str, df: pd.DataFrame, slos: list[SLO], opts: ReportOptions,
                    prefix_cache=prefix_cache_stats(df), requests=int(len(df)))
 
 
+def budget_text(opts: ReportOptions) -> str:
+    """How failed requests counted, in words, for the report and its JSON."""
+    given = [s for s in opts.slos if s.metric == ERROR_RATE and s.scenario is None]
+    if given:
+        return f"error_rate ≤ {given[-1].limit:.4g} (--slo error_rate)"
+    if opts.error_budget is None:
+        return "off (--error-budget off): failed requests count against no SLO"
+    return f"error_rate ≤ {opts.error_budget:.4g} (default; --error-budget FRACTION or off to change)"
+
+
 def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> Report:
     """Load ``PREFIX_requests.csv`` and compute every section. Raises ReportError on bad input."""
     opts = opts or ReportOptions()
     opts.validate()
-    loaded = load_requests(prefix)
+    loaded = load_requests(prefix, opts.run_id)
     df = loaded.df
-    notes: list[str] = [f"the first {opts.warmup_s:g} s after each change of the user count are warm-up and "
-                        "are not measured"]
+    first = prefix if isinstance(prefix, str) else prefix[0]  # several files of one run: named after the first
+    manifest, manifest_warnings = read_manifest(first, loaded.run_id)
+    warmup = opts.warmup_s
+    if warmup is None:
+        warmup = search_warmup(manifest)
+        warmup = DEFAULT_WARMUP_S if warmup is None else warmup
+    notes: list[str] = [f"the first {warmup:g} s after each change of the load are warm-up and are not measured"]
     scenario_names = [str(s) for s in df["scenario"].astype(str).unique()]
     unknown = sorted({s.scenario for s in opts.slos if s.scenario and s.scenario not in scenario_names})
-    warnings = list(loaded.warnings)
+    warnings = list(loaded.warnings) + manifest_warnings
     if unknown:
         warnings.append(f"SLO(s) for scenario(s) {', '.join(unknown)} that the run does not have: "
                         f"the run has {', '.join(scenario_names)}")
+    slos = with_error_budget(opts.slos, opts.error_budget)
     # A run of one scenario is that scenario: its scoped SLOs apply to the whole run too.
     scope = scenario_names[0] if len(scenario_names) == 1 else None
-    overall = _section("all", df, slos_for(opts.slos, scope), opts, notes)
+    overall = _section("all", df, slos_for(slos, scope), opts, warmup, notes, warnings)
     scenarios = {}
     if len(scenario_names) > 1:
         for name in scenario_names:
             sub = df[df["scenario"].astype(str) == name]
-            scenarios[name] = _section(name, sub, slos_for(opts.slos, name), opts, notes)
+            scenarios[name] = _section(name, sub, slos_for(slos, name), opts, warmup, notes, warnings)
     elif scenario_names:
         scenarios[scenario_names[0]] = overall
     if not overall.steps:
-        warnings.append("no step lasted longer than the warm-up: nothing was measured (try --warmup-s 0)")
+        warnings.append(f"no step lasted longer than the {warmup:g} s warm-up: nothing was measured "
+                        "(try --warmup-s 0)")
     if loaded.level == "arrival_rate":
         notes.append("an open-loop run: steps follow the arrival rate (arrival_rate column), not the user count")
     report = Report(source=loaded.path, options=opts, overall=overall, scenarios=scenarios, warnings=warnings,
-                    notes=notes, df=df, level=loaded.level)
-    attach_server_metrics(report, prefix)  # PREFIX_server_metrics.csv, when the run has one
+                    notes=notes, df=df, level=loaded.level, warmup_s=warmup, error_budget=budget_text(opts),
+                    run_id=loaded.run_id, manifest=manifest)
+    attach_server_metrics(report, re.sub(r"_requests(\.[^/]*)?\.csv$", "", first))  # PREFIX_server_metrics.csv
     return report
-
-

@@ -1,8 +1,13 @@
 """Capacity under SLOs, cost and the fleet plan: plain arithmetic on step entries. Pure.
 
-* capacity: the highest *measured* step (by users) that meets every SLO; ``limited_by`` names
-  the SLO(s) the next higher step breaks. ``interpolated_rps`` estimates where, between those
-  two steps, the limiting metric would reach its limit (linear); it is never used for cost.
+* capacity: the highest *measured* level that meets every SLO below the first level that breaks
+  one (monotone: a passing level above a failing one is noise or an unstable server, reported in
+  ``non_monotone``, never capacity). A level passes when every step at it with a verdict met
+  every SLO. Thin steps (``thin``: too few ok requests) have no verdict and are skipped; the
+  ones above the capacity are listed in ``thin_above``. The capacity's numbers all come from one
+  step, the last one at that level (``start_time`` names it). ``limited_by`` names the SLO(s) the
+  first failing level breaks. ``interpolated_rps`` estimates where, between the capacity step and
+  that one, the limiting metric would reach its limit (linear); it is never used for cost.
 * cost at capacity, for a replica of ``gpus_per_replica`` GPUs at ``gpu_hourly_usd`` each:
   usd_per_hour = gpu_hourly_usd × gpus_per_replica; usd_per_request = usd_per_hour / (rps × 3600);
   usd_per_good_request uses goodput_rps; usd_per_million_output_tokens =
@@ -22,42 +27,67 @@ from typing import Any
 HOURS_PER_MONTH = 730.0
 
 
+def _level(step: dict[str, Any]) -> float:
+    return step.get("level", step["users"])
+
+
 def _point(step: dict[str, Any]) -> dict[str, Any]:
-    return {"users": step["users"], "arrival_rate": step.get("arrival_rate"), "level": step.get("level", step["users"]),
-            "rps": step["rps"], "output_tps": step["output_tps"], "total_tps": step["total_tps"],
-            "goodput_rps": step["goodput_rps"]}
+    return {"users": step["users"], "arrival_rate": step.get("arrival_rate"), "level": _level(step),
+            "start_time": step["start_time"], "rps": step["rps"], "output_tps": step["output_tps"],
+            "total_tps": step["total_tps"], "goodput_rps": step["goodput_rps"]}
+
+
+def _broken(step: dict[str, Any]) -> list[str]:
+    return [k for k, v in step["slo"].items() if not v["met"]]
 
 
 def find_capacity(steps: list[dict[str, Any]], has_slos: bool) -> dict[str, Any]:
-    """Steps are ordered by their load level (users, or arrival rate for open-loop runs)."""
-    ordered = sorted(steps, key=lambda s: (s.get("level", s["users"]), s["start_time"]))
-    if not ordered:
-        return {"users": None, "rps": None, "output_tps": None, "limited_by": "no measured step"}
+    """Steps in any order; each has ``level`` (users, or arrival rate for open-loop runs)."""
+    ordered = sorted(steps, key=lambda s: (_level(s), s["start_time"]))
+    judged = [s for s in ordered if not s.get("thin")]
+    thin = [s for s in ordered if s.get("thin")]
+    if not judged:
+        why = "no measured step" if not ordered else "no step had enough ok requests for a verdict"
+        return {"users": None, "rps": None, "output_tps": None, "limited_by": why,
+                "thin_above": [_thin(s) for s in thin]}
     if not has_slos:
-        best = max(ordered, key=lambda s: s["rps"])
+        best = max(judged, key=lambda s: s["rps"])
         return {**_point(best), "limited_by": "no SLO given: the step with the highest throughput"}
-    meeting = [s for s in ordered if s["slo_met"]]
-    if not meeting:
-        first = ordered[0]
-        broken = [k for k, v in first["slo"].items() if not v["met"]]
-        return {"users": None, "rps": None, "output_tps": None,
-                "limited_by": ", ".join(broken) + f" (broken already at the lowest step, {first['users']} users)"}
-    cap = meeting[-1]
-    level = cap.get("level", cap["users"])
-    above = [s for s in ordered if s.get("level", s["users"]) > level]
-    out = _point(cap)
-    if not above:
-        out["limited_by"] = "highest step tested (no step above it broke an SLO)"
-        return out
-    nxt = above[0]
-    broken = [k for k, v in nxt["slo"].items() if not v["met"]]
-    out["limited_by"] = ", ".join(broken) if broken else "unknown"
-    out["next_step_users"] = nxt["users"]
-    out["next_step_level"] = nxt.get("level", nxt["users"])
-    est = interpolate(cap, nxt, broken)
-    if est is not None:
-        out["interpolated_rps"] = round(est, 4)
+    levels = sorted({_level(s) for s in judged})
+    passing = {lv: all(s["slo_met"] for s in judged if _level(s) == lv) for lv in levels}
+    first_fail = next((lv for lv in levels if not passing[lv]), None)
+    below = [lv for lv in levels if passing[lv] and (first_fail is None or lv < first_fail)]
+    above = [lv for lv in levels if passing[lv] and first_fail is not None and lv > first_fail]
+    failing = next((s for s in judged if _level(s) == first_fail and not s["slo_met"]), None)
+    if not below:
+        assert failing is not None
+        out = {"users": None, "rps": None, "output_tps": None, "next_step_users": failing["users"],
+               "next_step_level": first_fail,
+               "limited_by": ", ".join(_broken(failing)) + f" (broken already at the lowest step, "
+                                                            f"{failing['users']} users)"}
+    else:
+        cap = [s for s in judged if _level(s) == below[-1]][-1]
+        out = _point(cap)
+        if failing is None:
+            out["limited_by"] = "highest step tested (no step above it broke an SLO)"
+        else:
+            broken = _broken(failing)
+            out["limited_by"] = ", ".join(broken) or "unknown"
+            out["next_step_users"] = failing["users"]
+            out["next_step_level"] = first_fail
+            est = interpolate(cap, failing, broken)
+            if est is not None:
+                out["interpolated_rps"] = round(est, 4)
+        out["borderline"] = [f"{k} at {_level(s):g}" for s in (cap, failing) if s is not None
+                             for k, v in s["slo"].items() if v.get("borderline")]
+    cap_level = out.get("level")
+    out["non_monotone"] = above
+    out["thin_above"] = [_thin(s) for s in thin if cap_level is None or _level(s) > cap_level]
     return out
+
+
+def _thin(step: dict[str, Any]) -> dict[str, Any]:
+    return {"level": _level(step), "users": step["users"], "ok": step["ok"]}
 
 
 def interpolate(cap: dict[str, Any], nxt: dict[str, Any], broken: list[str]) -> float | None:

@@ -42,11 +42,10 @@ def throughput_latency(steps: list[dict[str, Any]], slos: list[Any], capacity: d
         for slo in slos:
             if slo.column == field and slo.stat == "p95":
                 ax.axhline(slo.limit, color="#d62728", ls="--", lw=1, label=f"SLO {slo.metric}")
-        cap_level = capacity.get("level")
         for s, x, y in zip(steps, rps, ys, strict=True):
-            if s["level"] == cap_level and y is not None:
+            if s["start_time"] == capacity.get("start_time") and y is not None:  # the one capacity step
                 ax.plot([x], [y], "*", ms=14, color="#2ca02c", label="capacity")
-        ax.set_xlabel("requests/s (completed, ok)")
+        ax.set_xlabel("requests/s (ok, edge-corrected)")
         ax.set_title(title)
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
@@ -89,8 +88,8 @@ def tokens_per_step(steps: list[dict[str, Any]], label: str = "users") -> bytes 
 
 def errors_per_step(steps: list[dict[str, Any]], label: str = "users") -> bytes | None:
     kinds = sorted({k for s in steps for k in s["errors_by_status"]})
-    if not steps:
-        return None
+    if not steps or not kinds:
+        return None  # nothing failed: no chart
     plt = _fig()
     fig, ax = plt.subplots(figsize=(10, 2.8))
     x = np.arange(len(steps))
@@ -101,9 +100,8 @@ def errors_per_step(steps: list[dict[str, Any]], label: str = "users") -> bytes 
         bottom += vals
     ax.set_xticks(x, [f'{s["level"]:g}' for s in steps])
     ax.set_xlabel(label)
-    ax.set_title("Failed requests per step" + ("" if kinds else " (none)"))
-    if kinds:
-        ax.legend(fontsize=7)
+    ax.set_title("Failed requests per step")
+    ax.legend(fontsize=7)
     ax.grid(alpha=0.3, axis="y")
     return _png(fig)
 
@@ -130,4 +128,36 @@ def ttft_over_time(df: pd.DataFrame) -> bytes | None:
     ax.legend(loc="upper left", fontsize=7)
     ax.set_title("TTFT over time")
     ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def compare_curves(series: list[tuple[str, list[dict[str, Any]], dict[str, Any]]], slos: list[Any],
+                   label: str = "users") -> bytes | None:
+    """Every run's TTFT p95 and TPOT p95 against req/s on one pair of axes, SLO limits as lines,
+    each run's capacity step starred. ``series``: (run label, its steps, its capacity)."""
+    if not any(steps for _, steps, _ in series):
+        return None
+    plt = _fig()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, field, title in ((axes[0], "ttft_ms", "TTFT p95 (ms)"), (axes[1], "tpot_ms", "TPOT p95 (ms)")):
+        for i, (name, steps, cap) in enumerate(series):
+            pts = sorted(((s["rps"], s[field]["p95"], s) for s in steps if s[field]["p95"] is not None),
+                         key=lambda p: p[0])
+            if not pts:
+                continue
+            color = colors[i % len(colors)]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=color, label=name)
+            for x, y, s in pts:
+                ax.annotate(f'{s["level"]:g}', (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+                if s["start_time"] == cap.get("start_time"):
+                    ax.plot([x], [y], "*", ms=14, color=color)
+        for slo in slos:
+            if slo.column == field and slo.stat == "p95":
+                ax.axhline(slo.limit, color="#d62728", ls="--", lw=1, label=f"SLO {slo.metric}")
+        ax.set_xlabel("requests/s (ok, edge-corrected)")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"Throughput vs latency per run (point labels: {label}; ★ capacity)", fontsize=10)
     return _png(fig)

@@ -22,7 +22,8 @@ NUMERIC = ("start_time", "http_status", "ttft_ms", "ttft_visible_ms", "tpot_ms",
            "prompt_tokens", "cached_tokens", "completion_tokens", "max_tokens", "users", "worker", "turn",
            "scheduled_time", "requested_input_tokens", "arrival_rate", "coalesced_reads", "requested_image_tokens",
            "backoff_ms")
-TEXT = ("request_id", "scenario", "status", "token_source", "finish_reason", "session_id", "error", "step_kind")
+TEXT = ("request_id", "scenario", "status", "token_source", "finish_reason", "session_id", "error", "step_kind",
+        "run_id")
 
 
 @dataclass
@@ -31,6 +32,7 @@ class Loaded:
     df: pd.DataFrame
     warnings: list[str] = field(default_factory=list)
     level: str = "users"  # what the load steps are: "users", or "arrival_rate" for open-loop runs
+    run_id: str | None = None  # the run the rows are of (None: rows written before runs had ids)
 
 
 def requests_path(prefix: str) -> str:
@@ -39,10 +41,47 @@ def requests_path(prefix: str) -> str:
     return f"{prefix}_requests.csv"
 
 
-def load_requests(prefix: str | Sequence[str]) -> Loaded:
+def select_run(df: pd.DataFrame, path: str, run_id: str | None,
+               warnings: list[str]) -> tuple[pd.DataFrame, str | None]:
+    """The rows of one run: the only one there, or ``run_id``. Rows of several runs without a
+    choice are refused: a report that mixed them would be wrong without saying so."""
+    if "run_id" not in df.columns:
+        if run_id:
+            raise ReportError(f"{path}: no run_id column (written before runs had ids): it holds one run; "
+                              "drop --run-id")
+        return df, None
+    ids = df["run_id"].fillna("")
+    named = ids[ids != ""].unique()
+    if len(named) == 1 and (ids == "").any():
+        # Rows without an id next to one run: a worker's first rows, shipped before its master told
+        # it the run id (a late joiner). They are that run's; say so.
+        warnings.append(f"{path}: {int((ids == '').sum())} row(s) without a run_id were read as run {named[0]}'s "
+                        "(a worker's rows from before its master told it the run id)")
+        ids = ids.where(ids != "", named[0])
+        df = df.assign(run_id=ids.to_numpy())
+    counts = ids.value_counts(sort=False)
+    if run_id:
+        if run_id not in counts.index:
+            raise ReportError(f"{path}: no rows of run {run_id!r}; it has {_runs_text(df, ids)}")
+        return df[(ids == run_id).to_numpy()].reset_index(drop=True), run_id
+    if len(counts) > 1:
+        raise ReportError(f"{path}: rows of {len(counts)} runs ({_runs_text(df, ids)}); pick one with "
+                          "--run-id ID")
+    only = str(counts.index[0]) if len(counts) else ""
+    return df, only or None
+
+
+def _runs_text(df: pd.DataFrame, ids: pd.Series) -> str:
+    first = df.groupby(ids.to_numpy(), sort=False)["start_time"].agg(["min", "size"]).sort_values("min")
+    return ", ".join(f"{rid or '(no run_id)'}: {int(n):,} rows from {pd.Timestamp(t, unit='s'):%Y-%m-%d %H:%M:%S}"
+                     for rid, (t, n) in first.iterrows())
+
+
+def load_requests(prefix: str | Sequence[str], run_id: str | None = None) -> Loaded:
     """Load the rows of one run: a prefix or a file, or several files (a master's and its
     workers' ``PREFIX_requests.workerN.csv``, e.g. after the master was lost), a request found in
-    several counted once. Raise ReportError when nothing usable is there."""
+    several counted once; with ``run_id``, that run's rows (:func:`select_run`). Raise
+    ReportError when nothing usable is there."""
     sources = [prefix] if isinstance(prefix, str) else list(prefix)
     if not sources:
         raise ReportError("no requests CSV given")
@@ -55,7 +94,7 @@ def load_requests(prefix: str | Sequence[str]) -> Loaded:
         if dup.any():
             warnings.append(f"{int(dup.sum())} request(s) found in more than one file were counted once")
             df = df[~dup.to_numpy()].reset_index(drop=True)
-    return _finish(path, df, warnings)
+    return _finish(path, df, warnings, run_id)
 
 
 def _read_one(path: str, warnings: list[str]) -> pd.DataFrame:
@@ -83,7 +122,7 @@ def _read_one(path: str, warnings: list[str]) -> pd.DataFrame:
     doubled = sorted({c for c in header if c and header.count(c) > 1})
     if doubled:
         raise ReportError(f"{path}: column(s) {', '.join(doubled)} appear more than once in the header")
-    absent = [c for c in CSV_COLUMNS if c not in header]
+    absent = [c for c in CSV_COLUMNS if c not in header and c != "run_id"]  # no run_id: one run
     if absent:
         warnings.append(f"{path}: no column(s) {', '.join(absent)}; what needs them is left out")
     usecols = [c for c in header if c in CSV_COLUMNS]
@@ -105,7 +144,7 @@ def _read_one(path: str, warnings: list[str]) -> pd.DataFrame:
     return df
 
 
-def _finish(path: str, df: pd.DataFrame, warnings: list[str]) -> Loaded:
+def _finish(path: str, df: pd.DataFrame, warnings: list[str], run_id: str | None) -> Loaded:
     if "scenario" not in df.columns:
         df["scenario"] = pd.Categorical(["default"] * len(df))
     df["scenario"] = df["scenario"].astype("string").fillna("default").astype("category")
@@ -116,6 +155,7 @@ def _finish(path: str, df: pd.DataFrame, warnings: list[str]) -> Loaded:
         df = df[valid.to_numpy()]
     if df.empty:
         raise ReportError(f"{path}: no usable request rows")
+    df, run = select_run(df, path, run_id, warnings)
     df = df.sort_values("start_time", kind="stable").reset_index(drop=True)
     df["status"] = df["status"].astype("string").astype("category")
     ok = (df["status"] == "ok").to_numpy()
@@ -128,4 +168,4 @@ def _finish(path: str, df: pd.DataFrame, warnings: list[str]) -> Loaded:
         level = "arrival_rate"
         df = df[df["arrival_rate"].notna().to_numpy()].reset_index(drop=True)
     df["level"] = df[level].to_numpy(dtype=float)
-    return Loaded(path=path, df=df, warnings=warnings, level=level)
+    return Loaded(path=path, df=df, warnings=warnings, level=level, run_id=run)

@@ -8,8 +8,8 @@ from typing import Any
 import pandas as pd
 
 from llmload.report.load import ReportError
-from llmload.report.steps import Step
-from llmload.slo import SLO
+from llmload.report.steps import SAMPLE_FLOOR, Step
+from llmload.slo import DEFAULT_ERROR_BUDGET, SLO
 
 DEFAULT_WARMUP_S = 5.0
 
@@ -17,7 +17,10 @@ DEFAULT_WARMUP_S = 5.0
 @dataclass
 class ReportOptions:
     slos: list[SLO] = field(default_factory=list)
-    warmup_s: float = DEFAULT_WARMUP_S
+    warmup_s: float | None = None  # None: the search shape's warm-up from PREFIX_run.json, else DEFAULT_WARMUP_S
+    error_budget: float | None = DEFAULT_ERROR_BUDGET  # error_rate ≤ this unless an error_rate SLO is given; None: off
+    sample_floor: int = SAMPLE_FLOOR  # ok requests a step needs for a verdict
+    run_id: str | None = None  # the run to report on, when the CSV holds several
     gpu_hourly_usd: float | None = None
     gpus_per_replica: int = 1
     target_rps: float | None = None
@@ -27,8 +30,12 @@ class ReportOptions:
     output_cost_weight: float | None = None
 
     def validate(self) -> None:
-        if self.warmup_s < 0:
+        if self.warmup_s is not None and self.warmup_s < 0:
             raise ReportError(f"--warmup-s {self.warmup_s}: expected seconds >= 0")
+        if self.sample_floor < 1:
+            raise ReportError(f"--sample-floor {self.sample_floor}: expected a whole number >= 1")
+        if self.error_budget is not None and not 0 <= self.error_budget <= 1:
+            raise ReportError(f"--error-budget {self.error_budget}: expected a fraction between 0 and 1, or off")
         if self.gpu_hourly_usd is not None and self.gpu_hourly_usd < 0:
             raise ReportError(f"--gpu-hourly-usd {self.gpu_hourly_usd}: expected a price >= 0")
         if self.gpus_per_replica < 1:
@@ -88,6 +95,10 @@ class Report:
     notes: list[str]
     df: pd.DataFrame
     level: str = "users"  # or "arrival_rate": what the steps are
+    warmup_s: float = DEFAULT_WARMUP_S  # the warm-up used
+    error_budget: str = ""  # how failures counted, in words
+    run_id: str | None = None
+    manifest: dict[str, Any] | None = None
 
     @property
     def level_label(self) -> str:
@@ -97,7 +108,11 @@ class Report:
         o = self.overall.to_json()
         return {
             "source": self.source,
-            "warmup_s": self.options.warmup_s,
+            "run_id": self.run_id,
+            "run": self.manifest,
+            "warmup_s": self.warmup_s,
+            "sample_floor": self.options.sample_floor,
+            "error_budget": self.error_budget,
             "steps_by": self.level,
             "slos": [s.text() for s in self.options.slos],
             "steps": o["steps"],

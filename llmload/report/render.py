@@ -1,47 +1,30 @@
 """Writing the report: report.json, report.md, report.html (charts inline) and the vLLM export.
 
-Markdown and HTML are rendered from the same list of blocks (heading, text, table), so they
-always say the same thing.
+Without ``--out`` the files are named after the prefix (``runs/chat_report.html``, ...), so two
+reports in one folder never overwrite each other; with ``--out DIR`` they are ``DIR/report.*``.
+Markdown and HTML come from the same blocks (:mod:`llmload.report.blocks`); a section with
+nothing to show is left out.
 """
 
 from __future__ import annotations
 
-import base64
-import html
 import json
-import math
 import os
-from dataclasses import dataclass, field
+import re
 from typing import Any
 
 import numpy as np
 
 from llmload.report import charts as ch
+from llmload.report.blocks import Block, clean, render_html, render_markdown, write_files
+from llmload.report.confidence import settle_text
 from llmload.report.format import fmt, fmt_usd
+from llmload.report.manifest import manifest_rows
 from llmload.report.model import Report, Section
 from llmload.report.server import server_table
 from llmload.report.tasks import traffic_json, traffic_tables
 
-
-@dataclass
-class Block:
-    heading: str = ""
-    level: int = 2
-    text: list[str] = field(default_factory=list)
-    header: list[str] = field(default_factory=list)
-    rows: list[list[str]] = field(default_factory=list)
-    chart: str = ""  # key into the charts dict (HTML only)
-
-
-def _clean(obj: Any) -> Any:
-    """JSON without NaN/inf (never valid JSON)."""
-    if isinstance(obj, float) and (math.isnan(obj) or math.isinf(obj)):
-        return None
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_clean(v) for v in obj]
-    return obj
+REPORT_FILES = ("report.json", "report.md", "report.html", "vllm_bench_serve.json")
 
 
 def _pq(d: dict[str, Any], qs: tuple[str, ...] = ("p50", "p95", "p99")) -> str:
@@ -50,7 +33,7 @@ def _pq(d: dict[str, Any], qs: tuple[str, ...] = ("p50", "p95", "p99")) -> str:
 
 def _capacity_blocks(sec: Section, title: str) -> list[Block]:
     cap = sec.capacity
-    rows = [["SLOs", ", ".join(s.text() for s in sec.slos) or "none given"],
+    rows = [["SLOs", ", ".join(s.text() for s in sec.slos) or "none"],
             ["capacity (users)", fmt(cap.get("users"))],
             *([["capacity (arrival rate, req/s)", fmt(cap.get("arrival_rate"), 3)]]
               if cap.get("arrival_rate") is not None else []),
@@ -61,6 +44,8 @@ def _capacity_blocks(sec: Section, title: str) -> list[Block]:
     if "interpolated_rps" in cap:
         rows.append(["estimate between steps (req/s, interpolated, not used for cost)",
                      fmt(cap["interpolated_rps"], 3)])
+    if cap.get("borderline"):
+        rows.append(["borderline verdicts (limit inside the 95 % interval)", ", ".join(cap["borderline"])])
     blocks = [Block(title, 2, header=["", ""], rows=rows)]
     if sec.cost:
         c = sec.cost
@@ -88,46 +73,84 @@ def _capacity_blocks(sec: Section, title: str) -> list[Block]:
     return blocks
 
 
-def _steps_block(sec: Section, title: str, label: str) -> Block:
-    header = [label, "users", "measured s", "requests", "errors", "req/s", "out tok/s", "total tok/s",
-              "TTFT p50/p95/p99", "TPOT p50/p95/p99", "E2E p50/p95/p99", "worst stall p99", "goodput req/s",
-              "SLO"]
+def _verdict_text(d: dict[str, Any]) -> str:
+    v = d["verdict"]
+    if v.startswith("broken"):
+        v = v.replace("broken", "broken: " + ", ".join(k for k, x in d["slo"].items() if not x["met"]), 1)
+    return v + (f" ({d['note']})" if d.get("note") else "")
+
+
+def _steps_block(sec: Section, title: str, report: Report) -> Block:
+    open_loop = report.level == "arrival_rate"
+    header = [report.level_label, *(["users"] if open_loop else []), "measured s", "requests (ok)", "errors",
+              "req/s", "out tok/s", "total tok/s", "TTFT p50/p95/p99", "TPOT p50/p95/p99", "E2E p50/p95/p99",
+              "worst stall p99", "goodput req/s", "SLO"]
     rows = []
     for s in sec.steps:
         d = s.data
-        verdict = "–" if d["slo_met"] is None else ("met" if d["slo_met"] else "broken: " + ", ".join(
-            k for k, v in d["slo"].items() if not v["met"]))
-        if d.get("note"):
-            verdict += f" ({d['note']})"
-        rows.append([f'{d["level"]:g}', str(d["users"]), fmt(d["duration_s"], 1), str(d["requests"]), str(d["errors"]),
-                     fmt(d["rps"], 3), fmt(d["output_tps"], 1), fmt(d["total_tps"], 1), _pq(d["ttft_ms"]),
-                     _pq(d["tpot_ms"]), _pq(d["e2e_ms"]), fmt(d["itl_max_ms"]["p99"], 1), fmt(d["goodput_rps"], 3),
-                     verdict])
+        rows.append([f'{d["level"]:g}', *([str(d["users"])] if open_loop else []), fmt(d["duration_s"], 1),
+                     f'{d["requests"]} ({d["ok"]})', str(d["errors"]), fmt(d["rps"], 3), fmt(d["output_tps"], 1),
+                     fmt(d["total_tps"], 1), _pq(d["ttft_ms"]), _pq(d["tpot_ms"]), _pq(d["e2e_ms"]),
+                     fmt(d["itl_max_ms"]["p99"], 1), fmt(d["goodput_rps"], 3), _verdict_text(d)])
     return Block(title, 3, header=header, rows=rows)
+
+
+def _ci(ci: list[float | None], nd: int) -> str:
+    lo, hi = ci
+    return f"[{'−∞' if lo is None else fmt(lo, nd)}, {'∞' if hi is None else fmt(hi, nd)}]"
+
+
+def _slo_block(sec: Section, title: str, label: str) -> Block:
+    """Each SLO at each step: value, its 95 % interval and sample count, and what would settle it."""
+    rows = []
+    for s in sec.steps:
+        d = s.data
+        if d["thin"]:
+            continue
+        for metric, v in d["slo"].items():
+            nd = 4 if metric == "error_rate" else 1
+            verdict = ("met" if v["met"] else "broken") + (" — borderline: " + settle_text(v) if v["borderline"]
+                                                           else "")
+            rows.append([f'{d["level"]:g}', metric, fmt(v["value"], nd), _ci(v["ci95"], nd), str(v["n"]),
+                         fmt(v["limit"], nd if v["limit"] < 1 else 1), verdict])
+    return Block(title, 3, header=[label, "SLO", "value", "95 % interval", "n", "limit", "verdict"], rows=rows)
+
+
+def _header_blocks(report: Report) -> list[Block]:
+    o = report.overall
+    n_ok = int(report.df["ok"].sum())
+    text = [f"Source: `{report.source}` — {len(report.df):,} requests ({n_ok:,} ok), {len(o.steps)} measured "
+            f"step(s), warm-up {report.warmup_s:g} s after each change of the load (not measured); a step needs "
+            f"{report.options.sample_floor} ok requests for a verdict. Error budget: {report.error_budget}."]
+    out = [Block("llmload capacity report", 1, text=text)]
+    if report.manifest:
+        out.append(Block("Run", 2, header=["", ""], rows=manifest_rows(report.manifest)))
+    if report.warnings:
+        out.append(Block("Warnings", 2, text=[f"- {w}" for w in report.warnings]))
+    return out
 
 
 def blocks(report: Report) -> list[Block]:
     o = report.overall
-    n_ok = int(report.df["ok"].sum())
-    out = [Block("llmload capacity report", 1, text=[
-        f"Source: `{report.source}` — {len(report.df):,} requests ({n_ok:,} ok), "
-        f"{len(o.steps)} measured step(s), warm-up {report.options.warmup_s:g} s after each change of the user "
-        "count (not measured)."])]
-    if report.warnings:
-        out.append(Block("Warnings", 2, text=[f"- {w}" for w in report.warnings]))
+    label = report.level_label
+    out = _header_blocks(report)
     out += _capacity_blocks(o, "Capacity (whole run)")
     out.append(Block("Charts", 2, chart="throughput_latency"))
-    out.append(_steps_block(o, "Steps (whole run)", report.level_label))
+    out.append(_steps_block(o, "Steps (whole run)", report))
+    out.append(_slo_block(o, "SLO verdicts per step (95 % intervals)", label))
     out += [Block(chart="percentiles"), Block(chart="tokens"), Block(chart="errors"), Block(chart="ttft_time")]
     if len(report.scenarios) > 1:
         for name, sec in report.scenarios.items():
             out += _capacity_blocks(sec, f"Scenario {name}")
-            out.append(_steps_block(sec, f"Steps of {name}", report.level_label))
+            out.append(_steps_block(sec, f"Steps of {name}", report))
+            out.append(_slo_block(sec, f"SLO verdicts of {name}", label))
     server = server_table(report)  # the engine's own metrics per step, when the run scraped them
     if server:
         heading, text, header, rows = server
         out.append(Block(heading, 2, text=text, header=header, rows=rows))
-    caches = [(n, s.prefix_cache) for n, s in report.scenarios.items() if s.prefix_cache]
+    # A run whose server reports cached_tokens but never hit the cache (a chat run) has no section.
+    caches = [(n, s.prefix_cache) for n, s in report.scenarios.items()
+              if s.prefix_cache and s.prefix_cache.get("requests_with_hits")]
     if caches:
         def side(d: dict[str, Any]) -> str:
             return f"{d['requests']}: {fmt(d['p50'], 1)} / {fmt(d['p95'], 1)}"
@@ -140,67 +163,18 @@ def blocks(report: Report) -> list[Block]:
     # production-shaped workloads: agent tasks, text vs image input, schedule lag (llmload.report.tasks)
     out += [Block(h, 2, header=hd, rows=r) for h, hd, r in traffic_tables(traffic_json(report))]
     out.append(Block("Notes", 2, text=[f"- {n}" for n in report.notes] + [
-        "- Latency percentiles are over ok requests that started in a step's measured window; req/s, tok/s "
-        "and goodput over ok requests that completed in it. Goodput counts requests that meet every "
-        "latency SLO on their own. Capacity is the highest measured step that meets every SLO; an estimate "
-        "between steps is shown separately and never priced.",
+        "- Latency percentiles are over ok requests that started in a step's measured window, each with its "
+        "sample count and a 95 % order-statistic interval; a verdict whose limit lies inside the interval is "
+        "borderline. req/s, tok/s and goodput count each ok request once, spread over its lifetime, so a window "
+        "gets the share that falls inside it (this agrees with Little's law on short steps). Goodput counts ok "
+        "requests that meet every latency SLO on their own; a failed request is never good.",
+        "- Capacity is the highest measured step that meets every SLO below the first step that breaks one; a "
+        "passing step above a failing one is a warning, never capacity. A step with too few ok requests has no "
+        "verdict. Cost and plan use the capacity step's own numbers; an estimate between steps is shown "
+        "separately and never priced.",
         "- TTFT: t0 → first output-carrying event (role-only chunks never count). TPOT: (E2E − TTFT) / "
-        "(output tokens − 1). E2E: t0 → end of stream. Worst stall: the request's largest gap between output "
-        "events (itl_max_ms)."]))
-    return out
-
-
-def render_markdown(bl: list[Block]) -> str:
-    lines: list[str] = []
-    for b in bl:
-        if b.heading:
-            lines += ["#" * b.level + " " + b.heading, ""]
-        if b.text:
-            lines += [*b.text, ""]
-        if b.rows:
-            lines.append("| " + " | ".join(b.header) + " |")
-            lines.append("|" + "---|" * len(b.header))
-            lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in b.rows]
-            lines.append("")
-        if b.chart:
-            lines += ["(charts: see report.html)", ""] if b.chart == "throughput_latency" else []
-    return "\n".join(lines)
-
-
-CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}
-th{background:#f3f3f3}h1{font-size:1.6em}h2{border-bottom:1px solid #ddd;padding-bottom:2px}
-img{max-width:100%}code{background:#f3f3f3;padding:1px 3px}"""
-
-
-def render_html(bl: list[Block], charts: dict[str, bytes | None]) -> str:
-    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>llmload report</title>",
-             f"<style>{CSS}</style></head><body>"]
-    for b in bl:
-        if b.heading:
-            parts.append(f"<h{b.level}>{html.escape(b.heading)}</h{b.level}>")
-        if b.text:
-            items = [t[2:] if t.startswith("- ") else t for t in b.text]
-            if all(t.startswith("- ") for t in b.text):
-                parts.append("<ul>" + "".join(f"<li>{_inline(t)}</li>" for t in items) + "</ul>")
-            else:
-                parts += [f"<p>{_inline(t)}</p>" for t in items]
-        if b.rows:
-            head = "".join(f"<th>{html.escape(h)}</th>" for h in b.header)
-            body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in b.rows)
-            head_row = f"<tr>{head}</tr>" if any(b.header) else ""  # key/value tables need no header
-            parts.append(f"<table>{head_row}{body}</table>")
-        png = charts.get(b.chart) if b.chart else None
-        if png:
-            parts.append(f"<img alt='{b.chart}' src='data:image/png;base64,{base64.b64encode(png).decode()}'>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
-
-
-def _inline(text: str) -> str:
-    out = html.escape(text)
-    while "`" in out and out.count("`") >= 2:
-        out = out.replace("`", "<code>", 1).replace("`", "</code>", 1)
+        "(output tokens − 1). E2E: t0 → end of stream (for a failed request: to the moment it failed). Worst "
+        "stall: the request's largest gap between output events (itl_max_ms)."]))
     return out
 
 
@@ -233,9 +207,21 @@ def vllm_export(report: Report) -> list[dict[str, Any]]:
     return out
 
 
-def write_all(report: Report, out_dir: str) -> list[str]:
-    os.makedirs(out_dir, exist_ok=True)
-    data = _clean({**report.to_json(), **traffic_json(report)})
+def report_names(name_prefix: str = "") -> dict[str, str]:
+    """The file names of a report: ``report.md`` ..., or ``PREFIX_report.md`` ... with ``name_prefix``."""
+    return {n: name_prefix + n for n in REPORT_FILES}
+
+
+def default_out(source: str) -> tuple[str, str]:
+    """(directory, name prefix) of a report written without ``--out``: next to the CSV, after its prefix."""
+    base = re.sub(r"_requests(\.[^/]*)?\.csv$", "", source)  # PREFIX_requests.csv, PREFIX_requests.worker0.csv
+    return os.path.dirname(base) or ".", os.path.basename(base) + "_"
+
+
+def write_all(report: Report, out_dir: str, name_prefix: str = "") -> list[str]:
+    """Write the report's four files into ``out_dir``; their paths (md, html, json, vLLM export order
+    as :data:`REPORT_FILES`)."""
+    names = report_names(name_prefix)
     o = report.overall
     steps, label = [s.data for s in o.steps], report.level_label
     charts = {
@@ -246,30 +232,27 @@ def write_all(report: Report, out_dir: str) -> list[str]:
         "ttft_time": ch.ttft_over_time(report.df),
     }
     bl = blocks(report)
-    paths = {
-        "report.json": json.dumps(data, indent=2),
-        "report.md": render_markdown(bl),
-        "report.html": render_html(bl, charts),
-        "vllm_bench_serve.json": json.dumps(_clean(vllm_export(report)), indent=2),
-    }
-    written = []
-    for name, text in paths.items():
-        path = os.path.join(out_dir, name)
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-        written.append(path)
-    return written
+    return write_files(out_dir, {
+        names["report.json"]: json.dumps(clean({**report.to_json(), **traffic_json(report)}), indent=2),
+        names["report.md"]: render_markdown(bl, charts, names["report.html"]),
+        names["report.html"]: render_html(bl, charts),
+        names["vllm_bench_serve.json"]: json.dumps(clean(vllm_export(report)), indent=2),
+    })
 
 
 def summary_text(report: Report) -> str:
-    """A few lines for the terminal."""
+    """A few lines for the terminal; the capacity line carries its caveats."""
     o = report.overall
     cap = o.capacity
     rate = f" (arrival rate {cap['arrival_rate']:g} req/s)" if cap.get("arrival_rate") is not None else ""
+    caveats = [f"{t['level']:g}: only {t['ok']} ok requests, no verdict" for t in cap.get("thin_above") or []]
+    if cap.get("non_monotone"):
+        caveats.append("non-monotone: passing step(s) above a failing one")
+    if cap.get("borderline"):
+        caveats.append("borderline: " + ", ".join(cap["borderline"]))
     lines = [f"capacity: {fmt(cap.get('users'))} users{rate}, {fmt(cap.get('rps'), 3)} req/s, "
-             f"{fmt(cap.get('output_tps'), 1)} output tok/s — limited by {cap.get('limited_by')}"]
+             f"{fmt(cap.get('output_tps'), 1)} output tok/s — limited by {cap.get('limited_by')}"
+             + (f" [caveat: {'; '.join(caveats)}]" if caveats else "")]
     if "interpolated_rps" in cap:
         lines.append(f"  estimate between steps (interpolated): {cap['interpolated_rps']:.3f} req/s")
     if o.cost:
@@ -278,5 +261,6 @@ def summary_text(report: Report) -> str:
     if o.plan:
         lines.append(f"plan: {fmt(o.plan.get('replicas'))} replica(s), {fmt(o.plan.get('gpus'))} GPU(s), "
                      f"${fmt_usd(o.plan.get('usd_per_month'))}/month for {o.plan['target_rps']:.3f} req/s")
+    lines.append(f"error budget: {report.error_budget}")
     lines += [f"warning: {w}" for w in report.warnings]
     return "\n".join(lines)

@@ -171,8 +171,10 @@ def attach_server_metrics(report: Report, prefix: str | list[str]) -> ServerRun 
         for w in s.data["server"]["token_rate_warnings"]:
             report.warnings.append(f"server metrics, step {s.data['level']:g}: {w}")
     cap = report.overall.capacity
-    level = cap.get("next_step_level", cap.get("level"))
-    knee = next((s for s in steps if s.data["level"] == level), None)
+    if "next_step_level" in cap:  # the first failing step: where the limit shows
+        knee = next((s for s in steps if s.data["level"] == cap["next_step_level"] and not s.data["slo_met"]), None)
+    else:  # the capacity step itself (the one step all the capacity's numbers come from)
+        knee = next((s for s in steps if s.data["start_time"] == cap.get("start_time")), None)
     if knee is not None:
         v = knee.data["server"]["verdict"]
         cap["server_limited_by"] = {"level": knee.data["level"], "users": knee.data["users"],
@@ -232,8 +234,8 @@ def server_columns(report: Report) -> dict[str, Any]:
     """One run's server columns for ``llmload compare`` (empty without server metrics): the
     verdict at the knee, and at the capacity step KV usage, queue, server TTFT and the TTFT gap."""
     knee = report.overall.capacity.get("server_limited_by")
-    level = report.overall.capacity.get("level")
-    cap = next((s.data["server"] for s in report.overall.steps if s.data["level"] == level and "server" in s.data),
+    start = report.overall.capacity.get("start_time")
+    cap = next((s.data["server"] for s in report.overall.steps if s.data["start_time"] == start and "server" in s.data),
                None)
     if knee is None and cap is None:
         return {}

@@ -1,29 +1,41 @@
-"""Load steps from the ``users`` column, and what each step measured. Pure (DataFrame in, dicts out).
+"""Load steps from the ``level`` column, and what each step measured. Pure (DataFrame in, dicts out).
 
-A step is a stretch of time during which requests started at one user count. Short stretches
-(under ``MIN_STEP_S`` and ``MIN_STEP_ROWS``) are the ramp between steps and are not steps.
-Each step is measured over ``[start + warm-up, end)``, ``end`` being the next step's start (or,
-for the last step, the last request start in it):
+A *stretch* is a run of consecutive requests (by start time) that started at one level (the
+user count, or the arrival rate of open-loop runs). Short stretches (under ``MIN_STEP_S`` and
+``MIN_STEP_ROWS``) are the ramp between steps and are not steps; every other stretch is a step,
+at the level it ran at. A step ends at the first request of the next stretch, whatever that
+stretch's level (ramp included), or, for the last one, at its last request's start. Each step
+is measured over ``[start + warm-up, end)``:
 
-* latency percentiles over ok requests that *started* in the window (the load they felt);
-* throughput (req/s, tok/s, goodput) over ok requests that *completed* in the window ÷ its length;
-* requests / errors: requests that started in the window (cancelled ones not counted).
+* latency percentiles (with their sample count ``n`` and 95 % interval) over ok requests that
+  *started* in the window (the load they felt);
+* throughput (req/s, tok/s, goodput) edge-corrected: each ok request counts once, spread evenly
+  over its lifetime, so the window gets the share of it that falls inside. A short window then
+  agrees with Little's law (req/s = requests in flight ÷ mean E2E) instead of catching a whole
+  cohort's completions at once;
+* requests / ok / errors: requests that started in the window (cancelled ones not counted).
+
+A step with fewer than ``sample_floor`` ok requests is *thin*: it gets no verdict, is never
+capacity and is never priced. A step measured for less than 3 × its mean E2E is *short*: its
+throughput is rough, and the notes say how long it should have been.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from llmload.report.slo import step_value
+from llmload.report.confidence import judge, quantile_ci
 from llmload.slo import SLO
 
 MIN_STEP_S = 1.0
 MIN_STEP_ROWS = 5
-FEW_REQUESTS = 30
+SAMPLE_FLOOR = 30
+SHORT_STEP_E2E = 3.0  # a step's window should last at least this many mean E2Es
 PCTS = (50, 90, 95, 99)
 LATENCY_FIELDS = ("ttft_ms", "tpot_ms", "e2e_ms", "itl_max_ms")
 
@@ -34,7 +46,7 @@ class Step:
     start: float  # first request start of the step
     end: float
     measured_from: float
-    data: dict[str, Any] = field(default_factory=dict)  # the report.json entry
+    data: dict[str, Any] = field(default_factory=dict)  # the report.json entry; others may add keys
 
     @property
     def duration(self) -> float:
@@ -42,49 +54,54 @@ class Step:
 
 
 def find_steps(df: pd.DataFrame) -> tuple[list[tuple[float, float, float]], list[str]]:
-    """(level, start, end) per step, in time order; plus notes on what was merged or skipped.
-    The level is the ``level`` column: the user count, or the arrival rate of open-loop runs."""
-    users = df["level"].to_numpy(dtype=float)
+    """(level, start, end) per step, in time order; plus notes on what was treated as ramp."""
+    levels = df["level"].to_numpy(dtype=float)
     times = df["start_time"].to_numpy(dtype=float)
     notes: list[str] = []
-    if not len(users):
+    if not len(levels):
         return [], notes
-    change = np.flatnonzero(np.diff(users) != 0) + 1
-    bounds = np.concatenate([[0], change, [len(users)]])
-    runs = []
-    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-        runs.append([float(users[a]), float(times[a]), float(times[b - 1]), int(b - a)])
-    # Drop ramp stretches, then merge neighbours that are the same level again.
-    long_runs = [r for r in runs if (r[2] - r[1]) >= MIN_STEP_S or r[3] >= MIN_STEP_ROWS]
-    skipped = len(runs) - len(long_runs)
-    if skipped:
-        notes.append(f"{skipped} short stretch(es) while the user count changed were treated as ramp, not steps")
-    merged: list[list] = []
-    for r in long_runs:
-        if merged and merged[-1][0] == r[0]:
-            merged[-1][2] = r[2]
-            merged[-1][3] += r[3]
-        else:
-            merged.append(list(r))
+    change = np.flatnonzero(np.diff(levels) != 0) + 1
+    firsts = np.concatenate([[0], change])
+    lasts = np.concatenate([change, [len(levels)]]) - 1
     out = []
-    for i, (u, start, last, _n) in enumerate(merged):
-        end = merged[i + 1][1] if i + 1 < len(merged) else last
-        out.append((u, start, end))
+    skipped = 0
+    for i, (a, b) in enumerate(zip(firsts, lasts, strict=True)):
+        if times[b] - times[a] < MIN_STEP_S and b - a + 1 < MIN_STEP_ROWS:
+            skipped += 1
+            continue
+        end = times[firsts[i + 1]] if i + 1 < len(firsts) else times[b]
+        out.append((float(levels[a]), float(times[a]), float(end)))
+    if skipped:
+        notes.append(f"{skipped} short stretch(es) while the load changed were treated as ramp, not steps")
     return out, notes
 
 
-def _pcts(values: np.ndarray) -> dict[str, float | None]:
-    values = values[~np.isnan(values)]
+def _pcts(values: np.ndarray) -> dict[str, Any]:
     if not len(values):
-        return {f"p{q}": None for q in PCTS} | {"mean": None}
+        return {f"p{q}": None for q in PCTS} | {"mean": None, "n": 0, "ci95": {f"p{q}": [None, None] for q in PCTS}}
     got = np.percentile(values, PCTS)
-    return {f"p{q}": round(float(v), 3) for q, v in zip(PCTS, got, strict=True)} | {
-        "mean": round(float(values.mean()), 3)}
+    out: dict[str, Any] = {f"p{q}": round(float(v), 3) for q, v in zip(PCTS, got, strict=True)}
+    out["mean"] = round(float(values.mean()), 3)
+    out["n"] = int(len(values))
+    out["ci95"] = {f"p{q}": [None if x is None else round(x, 3) for x in quantile_ci(values, q)] for q in PCTS}
+    return out
 
 
-def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO]) -> tuple[list[Step], list[str]]:
-    """Steps with their report entries; notes say what was skipped and why."""
+def _share_inside(start: np.ndarray, end: np.ndarray, w0: float, w1: float) -> np.ndarray:
+    """Each request's share of its lifetime inside [w0, w1) (a zero-length one: 1 if it ends inside)."""
+    life = end - start
+    inside = np.clip(np.minimum(end, w1) - np.maximum(start, w0), 0.0, None)
+    point = ((end >= w0) & (end < w1)).astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(life > 0, inside / np.where(life > 0, life, 1.0), point)
+
+
+def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO],
+                  sample_floor: int = SAMPLE_FLOOR) -> tuple[list[Step], list[str], list[str]]:
+    """Steps with their report entries; notes say what was skipped and why, warnings which steps
+    were too short to trust their throughput."""
     spans, notes = find_steps(df)
+    warnings: list[str] = []
     start = df["start_time"].to_numpy(dtype=float)
     end_t = df["end_time"].to_numpy(dtype=float)
     ok = df["ok"].to_numpy(dtype=bool)
@@ -92,13 +109,13 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO]) -> tuple[l
     cancelled = status == "cancelled"
     cols = {c: (df[c].to_numpy(dtype=float) if c in df.columns else np.full(len(df), np.nan))
             for c in (*LATENCY_FIELDS, "ttft_visible_ms", "completion_tokens", "prompt_tokens")}
-    good = ok.copy()
+    good = ok.copy()  # a failed request is never good
     for slo in slos:
-        f = slo.column
-        if f is not None:
-            good &= np.nan_to_num(cols[f], nan=np.inf) <= slo.limit
+        if slo.column is not None:
+            good &= np.nan_to_num(cols[slo.column], nan=np.inf) <= slo.limit
     open_loop = "arrival_rate" in df.columns and df["level"].equals(df["arrival_rate"].astype(float))
     users_col = df["users"].to_numpy(dtype=float)
+    longest = float(np.nanmax(end_t - start)) if len(start) else 0.0
     steps: list[Step] = []
     for level, s0, s1 in spans:
         m0 = s0 + warmup_s
@@ -107,47 +124,72 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO]) -> tuple[l
             notes.append(f"step of {name} lasted {s1 - s0:.1f} s, not longer than the {warmup_s:g} s "
                          "warm-up: not measured")
             continue
-        in_step = (start >= s0) & (start < s1) if s1 > s0 else (start == s0)
-        users = int(np.nanmax(users_col[in_step])) if in_step.any() else int(level)
+        users = int(level)
+        if open_loop:
+            ran = users_col[(start >= s0) & (start < s1)]
+            users = int(pd.Series(ran).mode().iloc[0]) if len(ran) else 0
         step = Step(users=users, start=s0, end=s1, measured_from=m0)
         dur = step.duration
         started = (start >= m0) & (start < s1) & ~cancelled
-        done = ok & (end_t >= m0) & (end_t < s1)
         ok_started = started & ok
+        # Rows whose lifetime can overlap the window: started before its end, ended after its start.
+        near = slice(int(np.searchsorted(start, m0 - longest, "left")), int(np.searchsorted(start, s1, "left")))
+        share = np.where(ok[near], _share_inside(start[near], end_t[near], m0, s1), 0.0)
+        out_tok = float(np.nansum(share * cols["completion_tokens"][near]))
+        in_tok = float(np.nansum(share * cols["prompt_tokens"][near]))
         by_status: dict[str, int] = {}
         for st, n in zip(*np.unique(status[started & ~ok], return_counts=True), strict=True):
             by_status[str(st)] = int(n)
-        out_tok = float(np.nansum(cols["completion_tokens"][done]))
-        in_tok = float(np.nansum(cols["prompt_tokens"][done]))
         entry: dict[str, Any] = {
             "level": level if open_loop else int(level),
             "users": users,
             "arrival_rate": level if open_loop else None,
             "start_time": round(s0, 3),
             "measured_from": round(m0, 3),
+            "end_time": round(s1, 3),
             "duration_s": round(dur, 3),
             "requests": int(started.sum()),
             "ok": int(ok_started.sum()),
             "errors": int((started & ~ok).sum()),
             "errors_by_status": by_status,
-            "rps": round(float(done.sum()) / dur, 4),
+            "rps": round(float(share.sum()) / dur, 4),
             "output_tps": round(out_tok / dur, 3),
             "total_tps": round((out_tok + in_tok) / dur, 3),
         }
         for f in LATENCY_FIELDS:
-            entry[f] = _pcts(cols[f][ok_started])
-        entry["goodput_rps"] = round(float((done & good).sum()) / dur, 4)
+            v = cols[f][ok_started]
+            entry[f] = _pcts(v[~np.isnan(v)])
+        entry["goodput_rps"] = round(float((share * good[near]).sum()) / dur, 4)
+        entry["thin"] = entry["ok"] < sample_floor
         verdicts = {}
-        finished = int(started.sum())
         for slo in slos:
             vals = cols[slo.column][ok_started] if slo.column else np.empty(0)
-            v = step_value(slo, vals, entry["errors"], finished)
-            verdicts[slo.metric] = {"value": None if np.isnan(v) else round(v, 4), "limit": slo.limit,
-                                    "met": bool(v <= slo.limit) if not np.isnan(v) else False}
+            rate = (entry["requests"] if slo.column is None else entry["ok"]) / dur
+            verdicts[slo.metric] = judge(slo, vals[~np.isnan(vals)], entry["errors"], entry["requests"], rate)
         entry["slo"] = verdicts
         entry["slo_met"] = all(v["met"] for v in verdicts.values()) if slos else None
-        if entry["ok"] < FEW_REQUESTS:
-            entry["note"] = f"only {entry['ok']} ok requests: percentiles are rough"
+        entry["verdict"] = _verdict(entry, bool(slos))
+        mean_e2e = entry["e2e_ms"]["mean"]
+        entry["short"] = bool(mean_e2e is not None and dur < SHORT_STEP_E2E * mean_e2e / 1000.0)
+        if entry["thin"]:
+            entry["note"] = f"only {entry['ok']} ok requests (< {sample_floor}): no verdict, never capacity"
+        if entry["short"]:
+            need = math.ceil(warmup_s + SHORT_STEP_E2E * mean_e2e / 1000.0)
+            warnings.append(f"step of {name}: measured {dur:.1f} s, shorter than {SHORT_STEP_E2E:g} × its mean E2E "
+                         f"({mean_e2e / 1000.0:.1f} s): its throughput is rough; make steps at least {need} s "
+                         f"long (warm-up {warmup_s:g} s included)")
         step.data = entry
         steps.append(step)
-    return steps, notes
+    return steps, notes, warnings
+
+
+def _verdict(entry: dict[str, Any], has_slos: bool) -> str:
+    """``met``, ``broken``, ``too few requests`` or ``–`` (no SLO); ``borderline`` appended when a
+    limit lies inside its interval."""
+    if entry["thin"]:
+        return "too few requests"
+    if not has_slos:
+        return "–"
+    base = "met" if entry["slo_met"] else "broken"
+    edgy = [k for k, v in entry["slo"].items() if v.get("borderline")]
+    return f"{base} (borderline)" if edgy else base
