@@ -11,9 +11,10 @@ A metrics endpoint must never slow or break the load, so:
 * each fetch is bounded in time (``timeout_s``, at most the interval: a dead endpoint costs one
   waiting greenlet, never a blocked loop) and in size (the ``Content-Length`` is checked first,
   then at most ``MAX_EXPOSITION_BYTES + 1`` bytes are read: a runaway body is dropped, not kept);
-* the parsing (pure-Python ``prometheus_client``, ~14 ms for a 69 kB vLLM body) runs in gevent's
-  thread pool: the event loop keeps turning (the parser gives the GIL back every 5 ms) while
-  the users' streams go on;
+* the parsing (pure-Python ``prometheus_client``, ~23 ms for a 137 kB vLLM body) runs in the
+  scraping greenlet in slices of about 1 ms, each followed by a loop turn, so the users' streams
+  are read between slices (a pool thread would not help: it holds the GIL for 5-ms switch
+  intervals, which showed as a 3.5-ms loop stall at every scrape);
 * the first failure of an endpoint is one warning; later ones are only ``up`` 0 rows in the CSV.
 
 Without ``--server-metrics`` the target host is probed once per test, at the paths the known
@@ -40,6 +41,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from time import perf_counter
 from typing import IO, Any
 
 import gevent
@@ -56,6 +58,7 @@ from llmload.server_metrics import (
 )
 from llmload.server_metrics.known import MappedSample
 from llmload.server_metrics.series import CSV_HEADER, FleetSeries, csv_rows, failed_rows, live_point
+from llmload.stalls import TURN_BUDGET_S, let_io_run
 
 log = logging.getLogger("llmload")
 
@@ -95,16 +98,24 @@ def fetch(url: str, timeout_s: float, max_bytes: int = MAX_EXPOSITION_BYTES) -> 
     return body
 
 
-def _parse(body: bytes, url: str) -> tuple[str | None, ServerSnapshot, list[MappedSample]]:
-    """Runs in a pool thread: pure, touches nothing shared."""
-    exposition = parse_exposition(body, source=url)
+def parse_in_slices(body: bytes, url: str) -> tuple[str | None, ServerSnapshot, list[MappedSample]]:
+    """Parse in the scraping greenlet, letting the loop poll its sockets after every
+    ``stalls.TURN_BUDGET_S`` of parsing. Not in a pool thread: the parse holds the GIL either way, and
+    a thread holds it for whole switch intervals (5 ms), which stalled every stream's reads."""
+    since = perf_counter()
+
+    def pause() -> None:
+        nonlocal since
+        if perf_counter() - since > TURN_BUDGET_S:
+            let_io_run()
+            since = perf_counter()
+
+    exposition = parse_exposition(body, source=url, pause=pause)
+    let_io_run()  # each step below takes ~1 ms for TGI's 1,700 samples
     engine = detect_engine(exposition)
-    return engine, snapshot(exposition, engine), map_samples(exposition, engine)
-
-
-def parse_in_pool(body: bytes, url: str) -> tuple[str | None, ServerSnapshot, list[MappedSample]]:
-    """:func:`_parse` off the event loop (gevent's thread pool); exceptions come back here."""
-    return gevent.get_hub().threadpool.apply(_parse, (body, url))
+    snap = snapshot(exposition, engine)
+    let_io_run()
+    return engine, snap, map_samples(exposition, engine)
 
 
 def candidate_urls(host: str) -> list[str]:
@@ -180,8 +191,10 @@ class ServerMetricsScraper:
         gevent.joinall(list(jobs.values()))
         results = {url: job.value if job.successful() else (None, failed_rows(t, url, 0.0))
                    for url, job in jobs.items()}
+        let_io_run()
         t0 = time.perf_counter()
         self._write([row for _, rows in results.values() for row in rows])
+        let_io_run()
         self.series.add(t, {url: snap for url, (snap, _) in results.items()})
         point = live_point(self.series.points, t, LIVE_WINDOW_S)
         if point is not None:
@@ -197,12 +210,13 @@ class ServerMetricsScraper:
         try:
             body = fetch(url, self.timeout_s)
             t1 = time.perf_counter()
-            engine, snap, mapped = parse_in_pool(body, url)
+            engine, snap, mapped = parse_in_slices(body, url)
         except (ScrapeError, ExpositionError) as e:
             self.failures += 1
             self._warn(url, str(e))
             return None, failed_rows(t, url, time.perf_counter() - t0)
         self.engines[url] = engine
+        let_io_run()
         rows = csv_rows(t, url, mapped, engine=engine, duration_s=time.perf_counter() - t0)
         self.busy_s += time.perf_counter() - t1
         return snap, rows
@@ -221,7 +235,7 @@ class ServerMetricsScraper:
         reasons = []
         for url in candidate_urls(self.host):
             try:
-                engine, snap, mapped = parse_in_pool(fetch(url, self.timeout_s), url)
+                engine, snap, mapped = parse_in_slices(fetch(url, self.timeout_s), url)
             except (ScrapeError, ExpositionError) as e:
                 reasons.append(f"{url}: {str(e)[:160]}")
                 continue

@@ -251,7 +251,11 @@ class LLMUser(User):
             rec = self.transport.stream(body, meta, want_text=request.want_text, on_cancel=self.plugin.record)
         finally:
             in_flight[request.scenario] -= 1
-        yield_if_turn_is_long()  # streams that end together are recorded over several turns
+        try:
+            yield_if_turn_is_long()  # streams that end together are recorded over several turns
+        except BaseException:  # killed meanwhile (the end of a test): the request still counts
+            self.plugin.record(rec)
+            raise
         wait_s = self._backoff.after(rec.status, rec.http_status, rec.retry_after, time.time()) \
             if self._backoff is not None else 0.0
         if wait_s > 0:

@@ -11,10 +11,20 @@ import gevent
 import pytest
 from gevent.monkey import get_original
 
+from llmload import stalls
 from llmload.calibration import Calibration, from_dict, load_calibration, save_calibration
 from llmload.health import ClientHealth, machine_busy, verdict
 from llmload.machine import MachineSampler, parse_loadavg, parse_proc_stat
-from llmload.stalls import HUB, OFF_CPU, STALL_MS, StallStats, StallWatch, describe_stalls, let_io_run
+from llmload.stalls import (
+    HUB,
+    OFF_CPU,
+    STALL_MS,
+    StallStats,
+    StallWatch,
+    describe_stalls,
+    let_io_run,
+    yield_if_turn_is_long,
+)
 from llmload.summary import run_notes
 
 
@@ -61,6 +71,33 @@ def test_slices_need_a_real_yield():
     assert s.turns >= 50 and not any("polite" in c for c in s.culprits)  # (a busy machine adds off-CPU ones)
     s = watched(sleep0)
     assert s.worst[0][1] >= 9.0 and s.worst[0][2].endswith("sleep0"), s.worst
+
+
+def test_users_that_paused_together_are_sliced_again():
+    # 40 greenlets resumed in one turn, each with 0.2 ms of work after yield_if_turn_is_long:
+    # with one pause each, they all woke in one turn again (~7 ms); checked again after each
+    # pause, two or three go per turn and no turn is long.
+    def user():
+        gevent.sleep(0.001)
+        yield_if_turn_is_long()
+        hog_the_loop(0.2)
+
+    def crowd():
+        gevent.joinall([gevent.spawn(user) for _ in range(40)])
+
+    s = watched(crowd)
+    assert not any("user" in c for c in s.culprits), s.worst
+
+
+def test_yield_if_turn_is_long_gives_up_after_a_few_pauses(monkeypatch):
+    pauses = []
+    monkeypatch.setattr(stalls, "let_io_run", lambda: pauses.append(1))
+    monkeypatch.setattr(stalls, "_turn_start", None)  # no StallWatch: never pauses
+    stalls.yield_if_turn_is_long()
+    assert pauses == []
+    monkeypatch.setattr(stalls, "_turn_start", time.perf_counter() - 1.0)  # a turn that never ends
+    stalls.yield_if_turn_is_long()
+    assert len(pauses) == stalls.MAX_PAUSES  # a saturated client still gets to send
 
 
 def test_a_collector_pass_is_blamed_on_the_collector():

@@ -198,6 +198,25 @@ def test_cancelled_mid_stream_reports_a_cancelled_record(fixed_mock):
     assert fixed_mock.log_by_id(expect=1)["cut"]["outcome"] == "disconnected"
 
 
+def test_killed_while_yielding_after_the_stream_still_records_it(fixed_mock, monkeypatch):
+    # Streams that end in one read pass finish over several loop turns; a stop that kills the
+    # user in between must not lose a request that had ended.
+    import llmload.transport.fast as fast
+
+    paused = []
+    monkeypatch.setattr(fast, "yield_if_turn_is_long", lambda: (paused.append(1), gevent.sleep(5)))
+    got = []
+    t = FastTransport(fixed_mock.url, CHAT, timeout=10)
+    g = gevent.spawn(t.stream, body(max_tokens=6), meta("ended"), on_cancel=got.append)
+    for _ in range(200):
+        if paused:
+            break
+        gevent.sleep(0.01)
+    assert paused
+    g.kill()
+    assert len(got) == 1 and got[0].status == "ok" and got[0].completion_tokens == 6
+
+
 def test_completions_endpoint(fixed_mock):
     t = FastTransport(fixed_mock.url + "/v1", "/v1/completions", timeout=10)
     rec = t.stream(encode_body(completions_body("m", "a b c d", 5, extra={"ignore_eos": True})), meta("cmpl"))
