@@ -58,6 +58,15 @@ def test_a_pass_over_budget_leaves_the_rest_to_the_next(monkeypatch):
             b.close()
 
 
+def wait_until(cond, timeout_s: float = 5.0) -> bool:
+    """Bounded: a busy neighbour may delay the loop, so wait for the reader rather than guess."""
+    for _ in range(int(timeout_s / 0.002)):
+        if cond():
+            return True
+        gevent.sleep(0.002)
+    return cond()
+
+
 def test_the_reader_paces_while_data_keeps_coming_and_then_waits_again():
     r = reader_mod.reader()
     a, b = socket.socketpair()
@@ -65,15 +74,13 @@ def test_the_reader_paces_while_data_keeps_coming_and_then_waits_again():
     st = Counting(b)
     r.watch(st, b.fileno())
     try:
-        for _ in range(5):
+        for n in range(1, 6):
             a.send(b"x")
-            gevent.sleep(0.003)
-        assert st.reads == 5
-        gevent.sleep(0.01)  # a pass that found nothing: back to waiting on the descriptor
-        assert not r._pace.active and r._io.active
+            assert wait_until(lambda n=n: st.reads == n), st.reads  # each byte read once, none twice
+        # a pass that found nothing: back to waiting on the descriptor
+        assert wait_until(lambda: not r._pace.active and r._io.active)
         a.send(b"x")
-        gevent.sleep(0.003)
-        assert st.reads == 6
+        assert wait_until(lambda: st.reads == 6), st.reads
     finally:
         r.unwatch(st)
         a.close()
