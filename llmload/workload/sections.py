@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from typing import Any
 
 from llmload.protocol import ENDPOINTS, parse_header
@@ -20,7 +19,7 @@ from llmload.slo import SLO, parse_slo
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
 from llmload.workload.spec import AgentSpec, ArrivalSpec, DatasetSpec, PrefixGroup, SessionSpec, WorkloadSpec
 from llmload.workload.traffic_sections import parse_agent, parse_images, parse_response_format, parse_trace_section
-from llmload.workload.yaml_lines import MAX_PREFIXES, MAX_TOKENS, Ctx, choice, keys, number, whole
+from llmload.workload.yaml_lines import MAX_PREFIXES, MAX_TOKENS, Ctx, choice, file_section, keys, number, whole
 
 WORKLOAD_KEYS = {"weight", "endpoint", "model", "system_prompt", "sampling", "extra", "ignore_eos", "input_tokens",
                  "output_tokens", "prefix", "max_concurrent", "session", "dataset", "arrival", "slo", "headers",
@@ -87,12 +86,7 @@ def parse_session(ctx: Ctx, raw: Any, path: str) -> SessionSpec | AgentSpec:
 
 def parse_dataset(ctx: Ctx, raw: Any, path: str, base_dir: str) -> DatasetSpec:
     """``dataset: FILE`` or ``dataset: {path: FILE, ...}``; the path is relative to the scenario file."""
-    ds = keys(ctx, {"path": raw} if isinstance(raw, str) else raw, path, DATASET_KEYS)
-    if not isinstance(ds.get("path"), str):
-        raise ctx.error(f"{path}.path", "missing: the dataset file, relative to the scenario file")
-    full = ds["path"] if os.path.isabs(ds["path"]) else os.path.join(base_dir, ds["path"])
-    if not os.path.exists(full):
-        raise ctx.error(f"{path}.path", f"no such file {full}")
+    ds, full = file_section(ctx, raw, path, base_dir, DATASET_KEYS, "dataset")
     fmt = choice(ctx, ds, "format", path, ("sharegpt", "jsonl"), "jsonl" if full.endswith(".jsonl") else "sharegpt")
     lo = whole(ctx, ds, "min_input_tokens", path, default=0, minimum=0)
     hi = whole(ctx, ds, "max_input_tokens", path, default=None)

@@ -10,7 +10,6 @@ Usage::
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
@@ -18,7 +17,7 @@ from llmload.workload.agent import synthetic_tools
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
 from llmload.workload.spec import AgentSpec, ImagesSpec, TraceSpec
 from llmload.workload.trace import FORMATS as TRACE_FORMATS
-from llmload.workload.yaml_lines import Ctx, choice, keys, number, whole
+from llmload.workload.yaml_lines import Ctx, choice, file_section, keys, number, whole
 
 TRACE_KEYS = {"path", "format", "time_scale", "start", "duration", "limit", "loop", "models", "log_types",
               "block_tokens"}
@@ -47,12 +46,7 @@ def _strings(ctx: Ctx, d: dict, key: str, path: str) -> tuple[str, ...]:
 
 def parse_trace_section(ctx: Ctx, raw: Any, path: str, base_dir: str) -> TraceSpec:
     """``trace: FILE`` or ``trace: {path: FILE, format, time_scale, start, duration, limit, loop}``."""
-    t = keys(ctx, {"path": raw} if isinstance(raw, str) else raw, path, TRACE_KEYS)
-    if not isinstance(t.get("path"), str):
-        raise ctx.error(f"{path}.path", "missing: the trace file, relative to the scenario file")
-    full = t["path"] if os.path.isabs(t["path"]) else os.path.join(base_dir, t["path"])
-    if not os.path.exists(full):
-        raise ctx.error(f"{path}.path", f"no such file {full}")
+    t, full = file_section(ctx, raw, path, base_dir, TRACE_KEYS, "trace")
     fmt = t.get("format")
     if fmt is not None and fmt not in TRACE_FORMATS:
         raise ctx.error(f"{path}.format", f"expected {' or '.join(TRACE_FORMATS)}, got {fmt!r}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 from typing import Any
 
 import yaml
@@ -152,3 +153,16 @@ def choice(ctx: Ctx, d: dict, key: str, path: str, options: tuple[str, ...], def
     if v not in options:
         raise ctx.error(f"{path}.{key}", f"expected {' or '.join(options)}, got {v!r}")
     return v
+
+
+def file_section(ctx: Ctx, raw: Any, path: str, base_dir: str, allowed: set[str],
+                 what: str) -> tuple[dict[str, Any], str]:
+    """``KEY: FILE`` or ``KEY: {path: FILE, ...}``: the section's mapping and the file's path
+    (relative to the scenario file's folder), or an error at ``path`` if it is missing."""
+    d = keys(ctx, {"path": raw} if isinstance(raw, str) else raw, path, allowed)
+    if not isinstance(d.get("path"), str):
+        raise ctx.error(f"{path}.path", f"missing: the {what} file, relative to the scenario file")
+    full = d["path"] if os.path.isabs(d["path"]) else os.path.join(base_dir, d["path"])
+    if not os.path.exists(full):
+        raise ctx.error(f"{path}.path", f"no such file {full}")
+    return d, full
