@@ -24,10 +24,10 @@ import gevent  # noqa: E402
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 
+from llmload.metrics.record import RequestMeta  # noqa: E402
 from llmload.mock.launch import port_of, start_mock_process, stop_mock_process  # noqa: E402
-from llmload.protocol import chat_body, encode_body  # noqa: E402
-from llmload.record import RequestMeta  # noqa: E402
 from llmload.transport import FastTransport  # noqa: E402
+from llmload.wire.protocol import chat_body, encode_body  # noqa: E402
 
 TABLE = {1: (46.8, 45.0, 20.7), 2: (84.2, 45.0, 21.5), 4: (164.4, 54.3, 22.0), 8: (315.9, 84.7, 22.7),
          16: (588.5, 120.6, 24.3)}

@@ -29,7 +29,7 @@ import gevent  # noqa: E402
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 
-from llmload.record import OK, RequestMeta  # noqa: E402
+from llmload.metrics.record import OK, RequestMeta  # noqa: E402
 from llmload.transport import FastTransport  # noqa: E402
 from scripts.llama_server import (  # noqa: E402
     build_dir,

@@ -34,8 +34,8 @@ import time
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 
-from llmload import groundtruth as gt  # noqa: E402
-from llmload.locust_run import run_locust, write_locustfile  # noqa: E402
+from llmload.calibrate import groundtruth as gt  # noqa: E402
+from llmload.calibrate.locust_run import run_locust, write_locustfile  # noqa: E402
 from llmload.mock.launch import start_mock_process, stop_mock_process  # noqa: E402
 
 

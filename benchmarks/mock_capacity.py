@@ -29,10 +29,10 @@ import gevent  # noqa: E402
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 
+from llmload.metrics.record import RequestMeta  # noqa: E402
 from llmload.mock.launch import port_of, start_mock_process, stop_mock_process  # noqa: E402
-from llmload.protocol import chat_body, encode_body  # noqa: E402
-from llmload.record import RequestMeta  # noqa: E402
 from llmload.transport import FastTransport  # noqa: E402
+from llmload.wire.protocol import chat_body, encode_body  # noqa: E402
 
 STEP_MS = 10.0
 OUTPUT_TOKENS = 400

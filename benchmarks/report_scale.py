@@ -22,7 +22,7 @@ import pandas as pd
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from llmload.record import CSV_COLUMNS  # noqa: E402
+from llmload.metrics.record import CSV_COLUMNS  # noqa: E402
 
 
 def make_csv(path: str, rows: int, seed: int = 1) -> None:

@@ -30,10 +30,10 @@ from locust import events  # noqa: E402
 from locust.env import Environment  # noqa: E402
 
 from llmload import LLMUser  # noqa: E402
-from llmload.output import RequestsCsv  # noqa: E402
-from llmload.plugin import get_plugin  # noqa: E402
-from llmload.protocol import PLAIN, Chunk, encode_body  # noqa: E402
-from llmload.record import RequestMeta, StreamAccumulator  # noqa: E402
+from llmload.metrics.record import RequestMeta, StreamAccumulator  # noqa: E402
+from llmload.plugin.run_files import RequestsCsv  # noqa: E402
+from llmload.plugin.wiring import get_plugin  # noqa: E402
+from llmload.wire.protocol import PLAIN, Chunk, encode_body  # noqa: E402
 from llmload.workload.synthetic import LengthRange, SyntheticChat  # noqa: E402
 
 

@@ -29,7 +29,7 @@ import gevent  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from llmload.server_scrape import ServerMetricsScraper  # noqa: E402
+from llmload.server_metrics.scrape import ServerMetricsScraper  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "metrics")

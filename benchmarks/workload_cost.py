@@ -16,10 +16,10 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from llmload.protocol import encode_body  # noqa: E402
-from llmload.workload.builder import ScenarioWorkload  # noqa: E402
+from llmload.wire.protocol import encode_body  # noqa: E402
 from llmload.workload.dataset import load_dataset  # noqa: E402
-from llmload.workload.scenario import load_scenario, parse_scenario  # noqa: E402
+from llmload.workload.file.scenario import load_scenario, parse_scenario  # noqa: E402
+from llmload.workload.scenario_workload import ScenarioWorkload  # noqa: E402
 from llmload.workload.text import TextSource  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")

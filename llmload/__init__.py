@@ -19,17 +19,17 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "LLMUser": "llmload.users",
-    "LLMCompletionsUser": "llmload.users",
-    "users_from_scenario": "llmload.users",
-    "StepLoadShape": "llmload.shapes",
-    "RampLoadShape": "llmload.shapes",
-    "RateLadderShape": "llmload.shapes",
-    "SearchLoadShape": "llmload.shapes",
-    "load_scenario": "llmload.workload.scenario",
-    "LLMRequest": "llmload.workload.base",
-    "RequestRecord": "llmload.record",
-    "parse_slo": "llmload.slo",
+    "LLMUser": "llmload.plugin.users",
+    "LLMCompletionsUser": "llmload.plugin.users",
+    "users_from_scenario": "llmload.plugin.users",
+    "StepLoadShape": "llmload.shapes.load_shapes",
+    "RampLoadShape": "llmload.shapes.load_shapes",
+    "RateLadderShape": "llmload.shapes.load_shapes",
+    "SearchLoadShape": "llmload.shapes.load_shapes",
+    "load_scenario": "llmload.workload.file.scenario",
+    "LLMRequest": "llmload.workload.request",
+    "RequestRecord": "llmload.metrics.record",
+    "parse_slo": "llmload.metrics.slo",
     "FastTransport": "llmload.transport",
     "OpenAITransport": "llmload.transport",
 }

@@ -37,8 +37,8 @@ def _mock(args: argparse.Namespace) -> int:
 
 
 def _report_options(args: argparse.Namespace):
+    from llmload.metrics.slo import parse_error_budget
     from llmload.report import ReportOptions, parse_slo
-    from llmload.slo import parse_error_budget
 
     slos = [parse_slo(s) for s in args.slo]
     if args.scenario:
@@ -93,7 +93,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 def scenario_slos(path: str) -> list:
     """Each workload's ``slo:`` in a scenario file, scoped to that workload."""
-    from llmload.workload.scenario import load_scenario
+    from llmload.workload.file.scenario import load_scenario
 
     return [slo for w in load_scenario(path).workloads for slo in w.slos]
 
@@ -109,7 +109,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from llmload.calibrate import CalibrateSettings, calibrate
+    from llmload.calibrate.command import CalibrateSettings, calibrate
 
     try:
         streams = tuple(int(x) for x in args.streams.split(",")) if args.streams else None
@@ -161,7 +161,7 @@ def _positive_seconds(text: str) -> float:
 
 
 def _step_list(text: str) -> str:
-    from llmload.schedules import parse_steps
+    from llmload.shapes.schedules import parse_steps
 
     try:
         parse_steps(text, "")

@@ -5,8 +5,7 @@ that meets every SLO, then the run ends and prints how many steps it took.
            --slo ttft_p95_ms=2000 --search users --search-min 4 --search-max 128 --search-precision 4
 """
 
-from llmload import LLMUser
-from llmload.shapes import SearchLoadShape
+from llmload import LLMUser, SearchLoadShape
 
 
 class ChatUser(LLMUser):

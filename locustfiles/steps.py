@@ -3,8 +3,7 @@
     locust -f locustfiles/steps.py --headless --host http://127.0.0.1:8000 --steps 4,8,16,32 --step-seconds 30
 """
 
-from llmload import LLMUser
-from llmload.shapes import StepLoadShape
+from llmload import LLMUser, StepLoadShape
 
 
 class ChatUser(LLMUser):

@@ -7,8 +7,7 @@ Pick Steps, Ramp or Search in the form; their settings (--steps, --search-max, .
 The LLM tab shows live TTFT/TPOT/ITL, tok/s and errors per scenario; its charts are at
 /llmload/dashboard (also linked from the Download Data tab)."""
 
-from llmload import LLMUser
-from llmload.shapes import RampLoadShape, SearchLoadShape, StepLoadShape
+from llmload import LLMUser, RampLoadShape, SearchLoadShape, StepLoadShape
 
 
 class ChatUser(LLMUser):

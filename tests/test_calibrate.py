@@ -9,10 +9,10 @@ import socket
 import subprocess
 import sys
 
-from llmload.calibrate import TTFT_ERROR_P99_MS, CalibrateSettings, build_result, judge, summary_lines
-from llmload.calibration import load_calibration
-from llmload.groundtruth import row_errors, streams_in_flight, token_times, tokens_between, true_itl_max_ms
-from llmload.stalls import STALL_MS
+from llmload.calibrate.command import TTFT_ERROR_P99_MS, CalibrateSettings, build_result, judge, summary_lines
+from llmload.calibrate.groundtruth import row_errors, streams_in_flight, token_times, tokens_between, true_itl_max_ms
+from llmload.health.calibration import load_calibration
+from llmload.health.stalls import STALL_MS
 from tests.conftest import ROOT
 
 

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import pytest
 
-from llmload.protocol import chat_body, completions_body, encode_body
-from llmload.record import RequestMeta, RequestRecord
+from llmload.metrics.record import RequestMeta, RequestRecord
 from llmload.transport import FastTransport, OpenAITransport
+from llmload.wire.protocol import chat_body, completions_body, encode_body
 from tests import replay_server
 
 STREAMS = Path(__file__).resolve().parent / "fixtures" / "streams"

@@ -13,10 +13,10 @@ import gevent
 import pytest
 from gevent.server import StreamServer
 
-from llmload.protocol import chat_body, encode_body, parse_header
-from llmload.record import RequestMeta
+from llmload.metrics.record import RequestMeta
 from llmload.transport import FastTransport, OpenAITransport
 from llmload.transport.connection import ClientOptions, parse_query
+from llmload.wire.protocol import chat_body, encode_body, parse_header
 from tests.conftest import ROOT, free_port
 
 CHAT = "/v1/chat/completions"

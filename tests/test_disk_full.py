@@ -12,8 +12,8 @@ import time
 import pandas as pd
 import pytest
 
-from llmload.output import OutputError, RequestsCsv
-from llmload.record import CSV_COLUMNS
+from llmload.metrics.record import CSV_COLUMNS
+from llmload.plugin.run_files import OutputError, RequestsCsv
 from tests.conftest import ROOT
 from tests.test_e2e_locust import CHAT, LOCUST
 

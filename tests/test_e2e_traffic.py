@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 
 from llmload.report import ReportOptions, build_report, parse_slo, write_report
-from llmload.workload.scenario import load_scenario
-from llmload.workload.trace import load_trace
+from llmload.workload.file.scenario import load_scenario
+from llmload.workload.trace.read import load_trace
 from tests.conftest import ROOT, free_port
 from tests.test_e2e_locust import load_rows, run_locust
 

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from llmload.histogram import Histogram
-from llmload.record import RequestMeta, RequestRecord
-from llmload.stats import LLMStats
-from llmload.summary import format_summary
+from llmload.metrics.histogram import Histogram
+from llmload.metrics.record import RequestMeta, RequestRecord
+from llmload.metrics.stats import LLMStats
+from llmload.plugin.end_of_run import format_summary
 
 QS = [1, 10, 50, 90, 95, 99, 99.9, 100]
 
@@ -84,7 +84,7 @@ def test_stats_only_feed_latency_from_ok_requests_and_merge_deltas():
 
 
 def test_queued_values_count_as_recorded_ones():
-    import llmload.histogram as H
+    import llmload.metrics.histogram as H
 
     rng = np.random.default_rng(3)
     lists = [rng.lognormal(3, 0.3, 127).tolist() for _ in range(200)]  # > PENDING_MAX values in all

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from llmload.workload.dataset import MAX_BYTES, load_dataset
-from llmload.workload.scenario import ScenarioError, load_scenario, parse_scenario
-from llmload.workload.spec import DatasetSpec
+from llmload.workload.file.scenario import ScenarioError, load_scenario, parse_scenario
+from llmload.workload.file.spec import DatasetSpec
 from tests.conftest import ROOT
 from tests.test_e2e_locust import CHAT, LOCUST
 

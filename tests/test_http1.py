@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llmload.http1 import BodyDecoder, HTTPError, parse_head
+from llmload.wire.http1 import BodyDecoder, HTTPError, parse_head
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked"
 

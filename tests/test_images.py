@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from llmload.mock.vision import (
+from llmload.wire.vision_tokens import (
     ImageError,
     TruncatedImage,
     count_image_tokens,
@@ -199,7 +199,7 @@ def test_bad_images_and_urls():
 
 
 def test_mock_imports_nothing_from_the_client_side():
-    code = ("import sys, llmload.mock.vision; "
+    code = ("import sys, llmload.wire.vision_tokens; "
             "bad = [m for m in sys.modules if m.startswith(('llmload.workload', 'PIL'))]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60, cwd=ROOT)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from gevent.server import StreamServer
 
-from llmload.record import OK, RequestMeta
+from llmload.metrics.record import OK, RequestMeta
 from llmload.transport import FastTransport
 from tests.llamacpp import split_response, sse_events
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from llmload.server_metrics import parse_exposition, snapshot
-from llmload.server_scrape import fetch
+from llmload.server_metrics.scrape import fetch
 from tests.test_e2e_locust import CHAT, load_rows, run_locust
 from tests.test_e2e_server_metrics import report
 

@@ -15,7 +15,7 @@ import random
 import gevent
 import pytest
 
-from llmload.record import OK, RequestMeta
+from llmload.metrics.record import OK, RequestMeta
 from llmload.transport import FastTransport
 from scripts.llama_server import (
     LlamaServerError,

@@ -15,12 +15,12 @@ from email.utils import formatdate
 
 import pytest
 
-from llmload.backoff import Backoff, BackoffPolicy, retry_after_seconds
-from llmload.limits import explain_connect_error
-from llmload.live import LiveHistory, LiveWindow
-from llmload.record import CSV_COLUMNS
-from llmload.stats import LLMStats, ScenarioStats
-from llmload.summary import end_of_run_text
+from llmload.metrics.record import CSV_COLUMNS
+from llmload.metrics.stats import LLMStats, ScenarioStats
+from llmload.net.limits import explain_connect_error
+from llmload.plugin.backoff import Backoff, BackoffPolicy, retry_after_seconds
+from llmload.plugin.end_of_run import end_of_run_text
+from llmload.plugin.live import LiveHistory, LiveWindow
 from tests.conftest import ROOT, free_port, start_mock, stop_mock
 from tests.test_e2e_locust import CHAT, LOCUST, load_rows, run_locust
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from llmload.chunks import DONE, IGNORED, PLAIN, classify, classify_event, interpret
-from llmload.protocol import chat_body, completions_body, encode_body, error_message
-from llmload.sse import SSEDecoder
+from llmload.wire.chunks import DONE, IGNORED, PLAIN, classify, classify_event, interpret
+from llmload.wire.protocol import chat_body, completions_body, encode_body, error_message
+from llmload.wire.sse import SSEDecoder
 from tests import recorded_streams as rs
 
 

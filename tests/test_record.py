@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from llmload.chunks import classify_event
-from llmload.record import CSV_COLUMNS, RequestMeta, StreamAccumulator, failed_record, status_for_http
-from llmload.sse import SSEDecoder
+from llmload.metrics.record import CSV_COLUMNS, RequestMeta, StreamAccumulator, failed_record, status_for_http
+from llmload.wire.chunks import classify_event
+from llmload.wire.sse import SSEDecoder
 from tests import recorded_streams as rs
 
 

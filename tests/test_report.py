@@ -7,10 +7,10 @@ import math
 
 import pytest
 
-from llmload.record import CSV_COLUMNS
+from llmload.metrics.record import CSV_COLUMNS
+from llmload.metrics.slo import slos_for
 from llmload.report import ReportError, ReportOptions, build_report, parse_slo, write_report
 from llmload.report.capacity import cost_at, find_capacity, plan_for
-from llmload.slo import slos_for
 
 
 def write_csv(path, rows: list[dict]) -> str:

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from llmload.record import CSV_COLUMNS
+from llmload.metrics.record import CSV_COLUMNS
 from llmload.report import ReportError, ReportOptions, build_report, parse_slo, write_report
 from llmload.report.confidence import judge, quantile_ci
 from llmload.report.render import summary_text

@@ -7,10 +7,10 @@ import types
 
 import pytest
 
-from llmload.record import RequestMeta, RequestRecord
-from llmload.search import Bisection, StepSample, step_bound
-from llmload.shapes import DEFAULT_STOP_TIMEOUT_S, SearchLoadShape, StepLoadShape
-from llmload.slo import SLO
+from llmload.metrics.record import RequestMeta, RequestRecord
+from llmload.metrics.slo import SLO
+from llmload.shapes.load_shapes import DEFAULT_STOP_TIMEOUT_S, SearchLoadShape, StepLoadShape
+from llmload.shapes.search import Bisection, StepSample, step_bound
 
 
 def run_search(lo, hi, precision, knee, integer=True):
@@ -120,7 +120,7 @@ def test_search_shape_finds_the_knee_and_says_how_many_steps(monkeypatch):
     plugin = FakePlugin([SLO("ttft_p95_ms", 200.0)])
     shape = make_shape(Search, plugin, search_warmup_s=2.0)
     clock = {"now": 1000.0}
-    monkeypatch.setattr("llmload.shapes.time.time", lambda: clock["now"])
+    monkeypatch.setattr("llmload.shapes.load_shapes.time.time", lambda: clock["now"])
     shape.reset_time()
     assert shape.runner.environment.stop_timeout == DEFAULT_STOP_TIMEOUT_S
     levels = []
@@ -152,7 +152,7 @@ def test_rate_search_sets_the_arrival_rate(monkeypatch):
         users = 32
 
     shape = make_shape(RateSearch, plugin, search_min=1.0, search_max=9.0, search_precision=1.0)
-    monkeypatch.setattr("llmload.shapes.time.time", lambda: 1000.0)
+    monkeypatch.setattr("llmload.shapes.load_shapes.time.time", lambda: 1000.0)
     shape.reset_time()
     assert shape.tick() == (32, 32.0) and plugin.rates == [5.0]
 

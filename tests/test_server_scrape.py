@@ -1,4 +1,4 @@
-"""The scraping loop (llmload.server_scrape) against tiny real endpoints on 127.0.0.1: bounded in
+"""The scraping loop (llmload.server_metrics.scrape) against tiny real endpoints on 127.0.0.1: bounded in
 time and size, one warning per endpoint, the target host probed at the known paths; and the
 options' checks (one line, exit code 1)."""
 
@@ -12,7 +12,7 @@ import gevent
 import pytest
 
 from llmload.server_metrics import MAX_EXPOSITION_BYTES
-from llmload.server_scrape import ScrapeError, ServerMetricsScraper, candidate_urls, fetch
+from llmload.server_metrics.scrape import ScrapeError, ServerMetricsScraper, candidate_urls, fetch
 from tests.metrics_endpoints import dead_endpoint, dripping_endpoint, static_endpoint
 from tests.test_config_errors import CHAT, LOCUST, llmload_lines, run
 from tests.test_server_metrics import scrapes

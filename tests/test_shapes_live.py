@@ -6,13 +6,13 @@ import types
 
 import pytest
 
-from llmload.health import is_limited
-from llmload.live import LiveWindow
-from llmload.record import RequestMeta, RequestRecord
-from llmload.schedules import parse_rates, parse_steps, ramp_schedule, step_schedule
-from llmload.shapes import RampLoadShape, RateLadderShape, StepLoadShape
-from llmload.slo import SLO, broken_slos, window_value
-from llmload.stats import ScenarioStats
+from llmload.health.sampler import is_limited
+from llmload.metrics.record import RequestMeta, RequestRecord
+from llmload.metrics.slo import SLO, broken_slos, window_value
+from llmload.metrics.stats import ScenarioStats
+from llmload.plugin.live import LiveWindow
+from llmload.shapes.load_shapes import RampLoadShape, RateLadderShape, StepLoadShape
+from llmload.shapes.schedules import parse_rates, parse_steps, ramp_schedule, step_schedule
 
 
 def merged_total(per):
@@ -119,7 +119,7 @@ def test_step_shape_slo_stop_ends_the_run(monkeypatch):
     shape = make_shape(Steps, plugin)
     clock = {"run": 0.0, "now": 5000.0}
     monkeypatch.setattr(shape, "get_run_time", lambda: clock["run"])
-    monkeypatch.setattr("llmload.shapes.time.time", lambda: clock["now"])
+    monkeypatch.setattr("llmload.shapes.load_shapes.time.time", lambda: clock["now"])
 
     def at(run_s, ttft):
         clock["run"], clock["now"] = run_s, 5000.0 + run_s
@@ -140,7 +140,7 @@ def test_step_shape_hold_goes_back_to_the_last_good_step(monkeypatch):
     shape = make_shape(Steps, plugin, slo_stop_action="hold")
     clock = {"run": 0.0}
     monkeypatch.setattr(shape, "get_run_time", lambda: clock["run"])
-    monkeypatch.setattr("llmload.shapes.time.time", lambda: 5000.0 + clock["run"])
+    monkeypatch.setattr("llmload.shapes.load_shapes.time.time", lambda: 5000.0 + clock["run"])
     for t, ttft in ((1, 50.0), (11, 50.0), (21, 500.0), (25, 500.0)):
         clock["run"] = t
         for i in range(20):

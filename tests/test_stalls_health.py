@@ -11,11 +11,11 @@ import gevent
 import pytest
 from gevent.monkey import get_original
 
-from llmload import stalls
-from llmload.calibration import Calibration, from_dict, load_calibration, save_calibration
-from llmload.health import ClientHealth, machine_busy, verdict
-from llmload.machine import MachineSampler, parse_loadavg, parse_proc_stat
-from llmload.stalls import (
+from llmload.health import stalls
+from llmload.health.calibration import Calibration, from_dict, load_calibration, save_calibration
+from llmload.health.machine import MachineSampler, parse_loadavg, parse_proc_stat
+from llmload.health.sampler import ClientHealth, machine_busy, verdict
+from llmload.health.stalls import (
     HUB,
     OFF_CPU,
     STALL_MS,
@@ -25,7 +25,7 @@ from llmload.stalls import (
     let_io_run,
     yield_if_turn_is_long,
 )
-from llmload.summary import run_notes
+from llmload.plugin.end_of_run import run_notes
 
 
 def hog_the_loop(ms: float) -> None:
@@ -247,7 +247,7 @@ def test_run_notes_advise_by_cause():
 def test_gc_policy_freezes_what_start_up_built():
     from locust.event import Events
 
-    from llmload import gcpolicy
+    from llmload.health import gcpolicy
 
     events = Events()
     gcpolicy.install(events)
@@ -262,7 +262,7 @@ def test_gc_policy_freezes_what_start_up_built():
 
 
 def test_client_view_sums_every_process_and_counts_each_sample_once():
-    from llmload.client_view import ClientView
+    from llmload.health.fleet import ClientView
 
     def health(ms: float) -> dict:
         s = StallStats()

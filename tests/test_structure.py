@@ -66,7 +66,7 @@ def test_no_import_cycles():
     mods = modules()
     known = set(mods)
     graph = {name: module_imports(name, path, known) for name, path in mods.items()}
-    assert graph["llmload.users"] >= {"llmload.plugin", "llmload.config"}  # the walk sees imports at all
+    assert graph["llmload.plugin.users"] >= {"llmload.plugin.wiring", "llmload.plugin.config"}  # the walk sees imports at all
     # A package's __init__ re-exporting its submodules is not a cycle: Python loads the package
     # first and the submodules never import the package itself.
     edges = {a: {b for b in bs if not (a.startswith(b + ".") and b in graph and mods[b].endswith("__init__.py"))}
@@ -93,17 +93,17 @@ def test_no_import_cycles():
 def test_the_mock_and_the_report_import_nothing_from_the_other_side():
     mods = modules()
     known = set(mods)
-    client = {"llmload.plugin", "llmload.users", "llmload.transport", "llmload.workload", "llmload.config"}
+    client = {"llmload.plugin.wiring", "llmload.plugin.users", "llmload.transport", "llmload.workload", "llmload.plugin.config"}
     for name, path in mods.items():
         imported = module_imports(name, path, known)
         if name.startswith("llmload.mock"):
             assert not {m for m in imported if any(m == c or m.startswith(c + ".") for c in client)}, name
         if name.startswith("llmload.report"):
-            assert not {m for m in imported if m in {"llmload.plugin", "llmload.users", "llmload.shapes"}}, name
+            assert not {m for m in imported if m in {"llmload.plugin.wiring", "llmload.plugin.users", "llmload.shapes.load_shapes"}}, name
 
 
 def test_locust_processes_load_neither_pandas_nor_the_report():
-    code = ("import sys\nimport llmload.plugin, llmload.users, llmload.shapes\n"
+    code = ("import sys\nimport llmload.plugin.wiring, llmload.plugin.users, llmload.shapes.load_shapes\n"
             "print(sorted(m for m in sys.modules if m == 'pandas' or m.startswith('llmload.report')"
             " or m == 'matplotlib'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)

@@ -13,9 +13,9 @@ from datetime import datetime
 
 import pytest
 
-from llmload.workload.blocks import block_seed, block_text, prompt_from_hash_ids
 from llmload.workload.text import WORDS
-from llmload.workload.trace import (
+from llmload.workload.trace.hash_blocks import block_seed, block_text, prompt_from_hash_ids
+from llmload.workload.trace.read import (
     TraceError,
     TraceRequest,
     load_trace,
@@ -397,7 +397,7 @@ def test_block_is_the_same_across_fresh_rngs_and_processes():
     block_text.cache_clear()  # a fresh RNG for the same id
     assert block_text(123456, 64) == a
     assert block_text(123457, 64) != a
-    code = ("from llmload.workload.blocks import block_text; import sys; "
+    code = ("from llmload.workload.trace.hash_blocks import block_text; import sys; "
             "sys.stdout.write(block_text(123456, 64))")
     outs = set()
     for hashseed in ("1", "2"):  # hash() differs between these processes; the block must not

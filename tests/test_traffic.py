@@ -10,22 +10,22 @@ import random
 import pandas as pd
 import pytest
 
-from llmload.chunks import classify, classify_event
+from llmload.metrics.agent_tasks import TaskRecord, TaskStats, TaskTracker, outcome_of
+from llmload.metrics.record import RequestMeta, RequestRecord, StreamAccumulator
+from llmload.metrics.slo import parse_slo, task_limit_s
+from llmload.metrics.stats import LLMStats, ScenarioStats
 from llmload.mock.openai_api import parse_body
-from llmload.record import RequestMeta, RequestRecord, StreamAccumulator
-from llmload.report.tasks import task_stats, task_table
-from llmload.slo import parse_slo, task_limit_s
-from llmload.stats import LLMStats, ScenarioStats
-from llmload.summary import format_summary
-from llmload.tasks import TaskRecord, TaskStats, TaskTracker, outcome_of
-from llmload.tool_calls import assemble
+from llmload.plugin.end_of_run import format_summary
+from llmload.report.traffic import task_stats, task_table
+from llmload.wire.chunks import classify, classify_event
+from llmload.wire.tool_calls import assemble
 from llmload.workload.agent import AgentWorkload, prompt_words, synthetic_tools
+from llmload.workload.file.scenario import ScenarioError, parse_scenario
+from llmload.workload.file.spec import TraceSpec
 from llmload.workload.images import ImageSet
-from llmload.workload.replay import SelectedTrace, TraceSchedule, TraceWorkload, selected_trace
-from llmload.workload.scenario import ScenarioError, parse_scenario
-from llmload.workload.spec import TraceSpec
 from llmload.workload.text import TextSource
-from llmload.workload.trace import TraceRequest
+from llmload.workload.trace.read import TraceRequest
+from llmload.workload.trace.replay import SelectedTrace, TraceSchedule, TraceWorkload, selected_trace
 from tests import recorded_streams as rs
 from tests.conftest import ROOT
 
@@ -212,7 +212,7 @@ def test_tool_calls_are_assembled_from_the_stream_when_asked():
 
 
 def run_stream(body: bytes, want_text: bool = False) -> RequestRecord:
-    from llmload.sse import SSEDecoder
+    from llmload.wire.sse import SSEDecoder
 
     acc = StreamAccumulator(0.0, want_text)
     d = SSEDecoder()

@@ -7,9 +7,9 @@ import socket
 import gevent
 import pytest
 
-from llmload.protocol import chat_body, completions_body, encode_body
-from llmload.record import RequestMeta
+from llmload.metrics.record import RequestMeta
 from llmload.transport import FastTransport, OpenAITransport, Target
+from llmload.wire.protocol import chat_body, completions_body, encode_body
 
 CHAT = "/v1/chat/completions"
 
@@ -241,7 +241,7 @@ def test_target_parsing():
 
 @pytest.mark.parametrize("transport_cls", [FastTransport, OpenAITransport])
 def test_the_responses_api_on_the_mock(fixed_mock, transport_cls):
-    from llmload.protocol import responses_body
+    from llmload.wire.protocol import responses_body
 
     t = transport_cls(fixed_mock.url, "/v1/responses", timeout=10)
     t.connect()

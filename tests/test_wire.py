@@ -11,10 +11,10 @@ import gevent
 import pytest
 from gevent.monkey import get_original
 
-from llmload.protocol import chat_body, encode_body
-from llmload.record import RequestMeta
-from llmload.sse import SSEDecoder, SSEError
+from llmload.metrics.record import RequestMeta
 from llmload.transport import FastTransport, OpenAITransport
+from llmload.wire.protocol import chat_body, encode_body
+from llmload.wire.sse import SSEDecoder, SSEError
 from tests import wire_server
 
 CHAT = "/v1/chat/completions"

@@ -11,10 +11,10 @@ import statistics
 import pytest
 
 from llmload.workload.arrival import ArrivalGate
-from llmload.workload.builder import PrefixPool, ScenarioWorkload
 from llmload.workload.dataset import load_dataset
 from llmload.workload.distributions import SpecError, parse_distribution
-from llmload.workload.scenario import ScenarioError, load_scenario, parse_scenario
+from llmload.workload.file.scenario import ScenarioError, load_scenario, parse_scenario
+from llmload.workload.scenario_workload import PrefixPool, ScenarioWorkload
 from llmload.workload.text import WORDS, TextSource
 from tests.conftest import ROOT
 
@@ -267,7 +267,7 @@ def test_users_from_scenario_makes_weighted_classes():
     import sys
 
     # In a child: importing Locust monkey-patches the whole process.
-    code = ("from llmload.users import users_from_scenario, integer_weights\n"
+    code = ("from llmload.plugin.users import users_from_scenario, integer_weights\n"
             "c = users_from_scenario('scenarios/mixed.yaml')\n"
             "print({n: k.weight for n, k in c.items()}, c['RagUser'].workload, c['RagUser'].abstract,\n"
             "      integer_weights([0.5, 1.25, 2]))")

@@ -1,6 +1,6 @@
 """HTTP/1.1 request framing for the mock, pure: bytes in, one whole request (or "not yet") out.
 
-The shape of :mod:`llmload.http1` on the client side: a pure function over a buffer, testable
+The shape of :mod:`llmload.wire.http1` on the client side: a pure function over a buffer, testable
 without a socket and with the bytes split anywhere. Bodies are Content-Length framed (clients
 of an LLM API send JSON with a length); chunked request bodies are refused with 411.
 

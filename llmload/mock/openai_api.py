@@ -19,7 +19,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmload.mock.vision import ImageError, count_image_tokens
+from llmload.wire.vision_tokens import ImageError, count_image_tokens
 
 VOCAB = (
     "the of and to in is that for it as with was on be by at this are from or an have not they "

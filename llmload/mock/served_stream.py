@@ -21,12 +21,12 @@ from time import perf_counter
 
 import gevent.event
 
-from llmload import netstamp
 from llmload.mock import openai_api as api
 from llmload.mock.engine import BatchingEngine, Sequence
 from llmload.mock.faults import Fault
 from llmload.mock.fixed_engine import FixedEngine
 from llmload.mock.responses_api import ResponsesFormatter
+from llmload.net import timestamps as netstamp
 
 
 class ServedStream:

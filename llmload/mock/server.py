@@ -26,7 +26,6 @@ import gevent
 import gevent.event
 from gevent.server import StreamServer
 
-from llmload import netstamp
 from llmload.mock import openai_api as api
 from llmload.mock.engine import BatchingEngine, EngineRequest
 from llmload.mock.faults import Fault, FaultPicker
@@ -40,6 +39,7 @@ from llmload.mock.responses_api import full_response as full_responses_response
 from llmload.mock.responses_api import parse_responses_body
 from llmload.mock.served_stream import ServedStream
 from llmload.mock.structured import plan_reply
+from llmload.net import timestamps as netstamp
 
 log = logging.getLogger("llmload.mock")
 

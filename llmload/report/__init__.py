@@ -15,10 +15,10 @@ and what each measured), ``confidence`` (intervals, borderline verdicts), ``capa
 
 from __future__ import annotations
 
+from llmload.metrics.slo import parse_slo
 from llmload.report.build import build_report
 from llmload.report.load import ReportError
 from llmload.report.model import Report, ReportOptions
 from llmload.report.render import write_all as write_report
-from llmload.slo import parse_slo
 
 __all__ = ["Report", "ReportError", "ReportOptions", "build_report", "parse_slo", "write_report"]

@@ -12,13 +12,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from llmload.metrics.slo import ERROR_RATE, SLO, slos_for, with_error_budget
 from llmload.report.capacity import cost_at, find_capacity, plan_for
 from llmload.report.load import load_requests
-from llmload.report.manifest import read_manifest, search_warmup
 from llmload.report.model import DEFAULT_WARMUP_S, Report, ReportOptions, Section
+from llmload.report.run_manifest import read_manifest, search_warmup
 from llmload.report.server import attach_server_metrics
 from llmload.report.steps import measure_steps
-from llmload.slo import ERROR_RATE, SLO, slos_for, with_error_budget
 
 
 def prefix_cache_stats(df: pd.DataFrame) -> dict[str, Any] | None:

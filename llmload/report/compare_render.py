@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 
 from llmload.report import charts as ch
-from llmload.report.blocks import Block, clean, render_html, render_markdown, write_files
 from llmload.report.compare import COLUMNS, Comparison
+from llmload.report.document import Block, clean, render_html, render_markdown, write_files
 
 
 def comparison_blocks(cmp: Comparison) -> list[Block]:

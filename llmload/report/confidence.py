@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from llmload.slo import ERROR_RATE, SLO
+from llmload.metrics.slo import ERROR_RATE, SLO
 
 Z95 = 1.959964
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from llmload.record import CSV_COLUMNS, STATUSES
+from llmload.metrics.record import CSV_COLUMNS, STATUSES
 
 
 class ReportError(Exception):

@@ -7,9 +7,9 @@ from typing import Any
 
 import pandas as pd
 
+from llmload.metrics.slo import DEFAULT_ERROR_BUDGET, SLO
 from llmload.report.load import ReportError
 from llmload.report.steps import SAMPLE_FLOOR, Step
-from llmload.slo import DEFAULT_ERROR_BUDGET, SLO
 
 DEFAULT_WARMUP_S = 5.0
 

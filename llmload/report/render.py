@@ -2,7 +2,7 @@
 
 Without ``--out`` the files are named after the prefix (``runs/chat_report.html``, ...), so two
 reports in one folder never overwrite each other; with ``--out DIR`` they are ``DIR/report.*``.
-Markdown and HTML come from the same blocks (:mod:`llmload.report.blocks`); a section with
+Markdown and HTML come from the same blocks (:mod:`llmload.report.document`); a section with
 nothing to show is left out.
 """
 
@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 
 from llmload.report import charts as ch
-from llmload.report.blocks import Block, clean, render_html, render_markdown, write_files
 from llmload.report.confidence import settle_text
+from llmload.report.document import Block, clean, render_html, render_markdown, write_files
 from llmload.report.format import fmt, fmt_usd
-from llmload.report.manifest import manifest_rows
 from llmload.report.model import Report, Section
+from llmload.report.run_manifest import manifest_rows
 from llmload.report.server import server_table
-from llmload.report.tasks import traffic_json, traffic_tables
+from llmload.report.traffic import traffic_json, traffic_tables
 
 REPORT_FILES = ("report.json", "report.md", "report.html", "vllm_bench_serve.json")
 
@@ -160,7 +160,7 @@ def blocks(report: Report) -> list[Block]:
         out.append(Block("Prefix cache", 2, header=["scenario", "cached ÷ prompt tokens", "requests with a hit",
                                                     "TTFT p50/p95, hits (n: ms)", "TTFT p50/p95, misses (n: ms)"],
                          rows=rows))
-    # production-shaped workloads: agent tasks, text vs image input, schedule lag (llmload.report.tasks)
+    # production-shaped workloads: agent tasks, text vs image input, schedule lag (llmload.report.traffic)
     out += [Block(h, 2, header=hd, rows=r) for h, hd, r in traffic_tables(traffic_json(report))]
     out.append(Block("Notes", 2, text=[f"- {n}" for n in report.notes] + [
         "- Latency percentiles are over ok requests that started in a step's measured window, each with its "

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from llmload.metrics.slo import SLO
 from llmload.report.confidence import judge, quantile_ci
-from llmload.slo import SLO
 
 MIN_STEP_S = 1.0
 MIN_STEP_ROWS = 5

@@ -1,6 +1,6 @@
 """Streaming a request over HTTP and timing every event.
 
-Both transports take a request body and return a :class:`~llmload.record.RequestRecord`; for
+Both transports take a request body and return a :class:`~llmload.metrics.record.RequestRecord`; for
 the same stream they produce the same record (tests/test_transport.py holds them to it).
 
 * :mod:`.fast` (``FastTransport``, the default): own HTTP/1.1 framing over one keep-alive
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from llmload.record import RequestMeta, RequestRecord
+from llmload.metrics.record import RequestMeta, RequestRecord
 from llmload.transport.connection import ClientOptions
 from llmload.transport.fast import FastTransport
 from llmload.transport.sdk import OpenAITransport

@@ -23,8 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
-from llmload.protocol import parse_header
-from llmload.sse import DEFAULT_MAX_BYTES
+from llmload.wire.protocol import parse_header
+from llmload.wire.sse import DEFAULT_MAX_BYTES
 
 
 def parse_headers(texts: Iterable[str], where: str = "--header") -> tuple[tuple[str, str], ...]:

@@ -26,16 +26,17 @@ import gevent
 import gevent.socket
 from gevent.hub import Waiter
 
-from llmload import http1, netstamp
-from llmload import record as R
-from llmload.chunks import classify_event
-from llmload.limits import explain_connect_error
-from llmload.protocol import error_message
-from llmload.stalls import yield_if_turn_is_long
+from llmload.health.stalls import yield_if_turn_is_long
+from llmload.metrics import record as R
+from llmload.net import timestamps as netstamp
+from llmload.net.limits import explain_connect_error
 from llmload.transport.connection import ClientOptions, proxy_for
 from llmload.transport.reader import reader as process_reader
 from llmload.transport.stream import RECV_SIZE, Deadlines, ResponseStream
 from llmload.transport.target import Target
+from llmload.wire import http1
+from llmload.wire.chunks import classify_event
+from llmload.wire.protocol import error_message
 
 
 class FastTransport:

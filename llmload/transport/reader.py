@@ -29,7 +29,7 @@ import gevent
 from gevent.hub import get_hub
 from gevent.monkey import get_original
 
-from llmload.netstamp import clock_offset, sent_at
+from llmload.net.timestamps import clock_offset, sent_at
 
 if TYPE_CHECKING:
     from llmload.transport.stream import ResponseStream

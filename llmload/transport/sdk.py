@@ -21,13 +21,13 @@ from typing import Any
 
 import gevent
 
-from llmload import record as R
-from llmload.chunks import classify_event
-from llmload.protocol import error_message
-from llmload.sse import SSEDecoder
+from llmload.metrics import record as R
 from llmload.transport.connection import ClientOptions
 from llmload.transport.stream import MAX_ERROR_BODY, Deadlines, take_events
 from llmload.transport.target import Target
+from llmload.wire.chunks import classify_event
+from llmload.wire.protocol import error_message
+from llmload.wire.sse import SSEDecoder
 
 _KIND_SUFFIX = {"chat": "/chat/completions", "completions": "/completions", "responses": "/responses"}
 _STANDARD_KEYS = {

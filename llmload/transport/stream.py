@@ -28,9 +28,10 @@ import zlib
 from time import perf_counter
 from typing import Any
 
-from llmload import http1
-from llmload import record as R
-from llmload.chunks import (
+from llmload.metrics import record as R
+from llmload.net.timestamps import ANC_SIZE, TIMESPEC
+from llmload.wire import http1
+from llmload.wire.chunks import (
     CHAT_CONTENT,
     DELTA_KEY,
     ERROR_KEY,
@@ -40,8 +41,7 @@ from llmload.chunks import (
     classify,
     classify_event,
 )
-from llmload.netstamp import ANC_SIZE, TIMESPEC
-from llmload.sse import DEFAULT_MAX_BYTES, SSEDecoder, SSEError
+from llmload.wire.sse import DEFAULT_MAX_BYTES, SSEDecoder, SSEError
 
 RECV_SIZE = 65536
 MAX_ERROR_BODY = 64 * 1024

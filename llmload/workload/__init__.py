@@ -1,5 +1,5 @@
 """Workloads: what each request asks for (prompt, lengths, sessions)."""
 
-from llmload.workload.base import LLMRequest, Workload
+from llmload.workload.request import LLMRequest, Workload
 
 __all__ = ["LLMRequest", "Workload"]

@@ -1,5 +1,5 @@
 """Agent tasks: each task is a loop of model calls. Pure (given an RNG); the user does the sending,
-the tool latency sleeps and the task accounting (:mod:`llmload.tasks`).
+the tool latency sleeps and the task accounting (:mod:`llmload.metrics.agent_tasks`).
 
 A task starts with the user's task message (step kind ``task``) and the tool definitions. When a
 reply carries ``tool_calls``, the history gets that assistant message and one ``tool`` message
@@ -25,7 +25,7 @@ import json
 import random
 from typing import Any
 
-from llmload.workload.base import LLMRequest
+from llmload.workload.request import LLMRequest
 from llmload.workload.text import TextSource, words
 
 TOOL_NAMES = ("search_docs", "read_file", "run_sql", "http_get", "list_tickets", "get_weather", "send_email",

@@ -20,7 +20,7 @@ import stat
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from llmload.workload.spec import DatasetSpec, ScenarioError
+from llmload.workload.file.spec import DatasetSpec, ScenarioError
 
 
 @dataclass(frozen=True)

@@ -137,7 +137,7 @@ class ImageSet:
     multimodal cache sees what real repeated pictures would give it).
 
     ``tokens`` is what the parts of one message cost a Qwen2-VL-style model
-    (:func:`llmload.mock.vision.qwen2_vl_image_tokens`, the count `llmload mock` charges).
+    (:func:`llmload.wire.vision_tokens.qwen2_vl_image_tokens`, the count `llmload mock` charges).
 
     Usage::
 
@@ -146,7 +146,7 @@ class ImageSet:
     """
 
     def __init__(self, count: int, width: int, height: int, fmt: str, distinct: int, seed: int) -> None:
-        from llmload.mock.vision import qwen2_vl_image_tokens  # pure and stdlib-only: one formula for both sides
+        from llmload.wire.vision_tokens import qwen2_vl_image_tokens  # pure and stdlib-only: one formula for both sides
 
         _check(width, height, fmt)
         self.count = count
@@ -175,7 +175,7 @@ def encode_with_images(body: dict) -> bytes:
     data URL needs no JSON escaping, so the URLs are swapped for short markers, the rest is
     encoded, and the URL bytes (cached with the URL) are spliced in where the markers are.
     """
-    from llmload.protocol import encode_body
+    from llmload.wire.protocol import encode_body
 
     urls: list[str] = []
 

@@ -12,9 +12,9 @@ from typing import Any
 import gevent.lock
 
 from llmload.workload.arrival import ArrivalGate
-from llmload.workload.builder import PrefixPool
 from llmload.workload.dataset import Conversation, load_dataset
-from llmload.workload.spec import ArrivalSpec, ScenarioSpec, WorkloadSpec
+from llmload.workload.file.spec import ArrivalSpec, ScenarioSpec, WorkloadSpec
+from llmload.workload.scenario_workload import PrefixPool
 from llmload.workload.text import TextSource, TokenizedTextSource
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from llmload.workload.base import LLMRequest
+from llmload.workload.request import LLMRequest
 from llmload.workload.text import TextSource, unique_text
 
 

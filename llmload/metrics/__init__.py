@@ -1,0 +1,1 @@
+"""Pure: one request's numbers (record), their catalog, histograms, stats tables, SLOs and agent tasks."""

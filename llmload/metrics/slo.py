@@ -1,0 +1,211 @@
+"""Service-level objectives: the one SLO model of the command line, the scenario files, the live
+view, the shapes and the report. Pure; no numpy, no pandas.
+
+An SLO is ``[SCENARIO:]METRIC=VALUE``: METRIC is ``error_rate`` (failed ÷ finished, cancelled
+excluded), ``{ttft,ttft_visible,tpot,e2e,itl_max}_{pNN|mean|median}_ms`` (over ok requests) or
+``task_{pNN|mean|median}_s`` (agent workloads: the time to finish a task, over tasks that did not
+fail; a per-task SLO, judged on tasks, never on single requests).
+A load meets an SLO when the metric's value is ≤ the limit. A scoped SLO (``rag:ttft_p95_ms``)
+replaces the unscoped one of the same metric for that scenario.
+
+Usage::
+
+    slo = parse_slo("rag:ttft_p95_ms=2000")   # SLO(metric="ttft_p95_ms", limit=2000.0, scenario="rag")
+    slo.name, slo.quantile                     # "ttft", 95.0
+    slos_for([slo], "rag")                     # the SLOs that apply to one scenario
+    with_error_budget([slo], 0.01)             # + error_rate=0.01 unless an unscoped error_rate is given
+    window_value(slo, scenario_stats)          # its value over live histograms (None: too few samples)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+LATENCY_NAMES = ("ttft_visible", "itl_max", "ttft", "tpot", "e2e")
+_PATTERN = re.compile(r"^(?:(ttft_visible|itl_max|ttft|tpot|e2e)_(p\d+(?:\.\d+)?|mean|median)_ms|"
+                      r"(task)_(p\d+(?:\.\d+)?|mean|median)_s)$")
+ERROR_RATE = "error_rate"
+TASK = "task"
+MIN_SAMPLES = 10  # fewer samples in a live window: no verdict
+DEFAULT_ERROR_BUDGET = 0.01  # failed ÷ finished a step may have unless told otherwise: failures count
+METRIC_HELP = ("error_rate, {ttft,ttft_visible,tpot,e2e,itl_max}_{pNN,mean,median}_ms or task_{pNN,mean,median}_s, "
+               "e.g. tpot_p99_ms")
+
+
+def _groups(metric: str) -> tuple[str, str] | None:
+    m = _PATTERN.match(metric)
+    if m is None:
+        return None
+    return (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+
+
+@dataclass(frozen=True)
+class SLO:
+    """One objective; ``scenario`` None applies to every scenario and to the whole run."""
+
+    metric: str
+    limit: float
+    scenario: str | None = None
+
+    @property
+    def name(self) -> str | None:
+        """The latency metric (``ttft``, or ``task`` for task times), None for error_rate."""
+        g = _groups(self.metric)
+        return g[0] if g else None
+
+    @property
+    def per_task(self) -> bool:
+        """A task-time SLO (``task_p95_s``): judged over agent tasks, not request rows."""
+        return self.name == TASK
+
+    @property
+    def column(self) -> str | None:
+        """The request-row column it reads (``ttft_ms``), None for error_rate and task SLOs."""
+        name = self.name
+        return None if name is None or name == TASK else f"{name}_ms"
+
+    @property
+    def stat(self) -> str | None:
+        """``p95``, ``mean`` or ``median``; None for error_rate."""
+        g = _groups(self.metric)
+        return g[1] if g else None
+
+    @property
+    def quantile(self) -> float | None:
+        """The percentile in (0, 100], None for a mean or for error_rate."""
+        stat = self.stat
+        if stat is None or stat == "mean":
+            return None
+        return 50.0 if stat == "median" else float(stat[1:])
+
+    def met(self, value: float | None) -> bool:
+        return value is not None and value == value and value <= self.limit
+
+    def text(self) -> str:
+        scope = f"{self.scenario}:" if self.scenario else ""
+        return f"{scope}{self.metric}={self.limit:g}"
+
+
+def parse_slo(text: str, where: str = "--slo") -> SLO:
+    """``[SCENARIO:]METRIC=VALUE`` → SLO; raises ValueError that names ``where`` and the fix."""
+    spec = str(text).strip()
+    scope, _, rest = spec.rpartition(":") if ":" in spec.split("=", 1)[0] else ("", "", spec)
+    metric, sep, value = rest.partition("=")
+    metric = metric.strip()
+    if not sep:
+        raise ValueError(f"{where} {text!r}: expected [SCENARIO:]METRIC=VALUE, e.g. ttft_p95_ms=2000")
+    match = _PATTERN.match(metric)
+    if metric != ERROR_RATE and not match:
+        raise ValueError(f"{where} {text!r}: unknown metric {metric!r}; expected {METRIC_HELP}")
+    try:
+        limit = float(value)
+    except ValueError:
+        limit = float("nan")
+    if not limit >= 0:
+        raise ValueError(f"{where} {text!r}: the limit must be a number >= 0, got {value.strip()!r}")
+    if metric == ERROR_RATE and limit > 1:
+        raise ValueError(f"{where} {text!r}: error_rate is a fraction between 0 and 1")
+    stat = _groups(metric)[1] if match else None
+    if stat and stat.startswith("p") and not 0 < float(stat[1:]) <= 100:
+        raise ValueError(f"{where} {text!r}: percentile must be in (0, 100]")
+    return SLO(metric=metric, limit=limit, scenario=scope.strip() or None)
+
+
+def parse_slo_mapping(mapping: Mapping[str, Any], scenario: str | None, where: str = "slo") -> list[SLO]:
+    """A scenario file's ``slo: {metric: limit}`` → SLOs scoped to ``scenario``."""
+    out = []
+    for metric, limit in mapping.items():
+        slo = parse_slo(f"{metric}={limit}", f"{where}.{metric}")
+        out.append(SLO(slo.metric, slo.limit, scenario))
+    return out
+
+
+def task_limit_s(slos: Iterable[SLO], scenario: str) -> float | None:
+    """The limit of the task SLO that applies to a scenario (the tightest, if several), in seconds."""
+    limits = [s.limit for s in slos_for(slos, scenario) if s.per_task]
+    return min(limits) if limits else None
+
+
+def slos_for(slos: Iterable[SLO], scenario: str | None) -> list[SLO]:
+    """The SLOs that apply to a scenario (None: the whole run, unscoped SLOs only)."""
+    slos = list(slos)
+    if scenario is None:
+        return [s for s in slos if s.scenario is None]
+    scoped = {s.metric for s in slos if s.scenario == scenario}
+    return [s for s in slos if s.scenario == scenario or (s.scenario is None and s.metric not in scoped)]
+
+
+def with_error_budget(slos: Iterable[SLO], budget: float | None) -> list[SLO]:
+    """``slos`` plus the error budget ``error_rate ≤ budget`` for the whole run, unless an unscoped
+    ``error_rate`` SLO is already there (it wins); ``budget`` None: no budget (switched off)."""
+    slos = list(slos)
+    if budget is None or any(s.metric == ERROR_RATE and s.scenario is None for s in slos):
+        return slos
+    return [*slos, SLO(ERROR_RATE, budget)]
+
+
+def parse_error_budget(text: str | float | None, where: str = "--error-budget") -> float | None:
+    """``0.01`` → 0.01; ``off`` (or ``none``) → None; empty → the default."""
+    if text is None or str(text).strip() == "":
+        return DEFAULT_ERROR_BUDGET
+    if str(text).strip().lower() in ("off", "none"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise ValueError(f"{where} {text!r}: expected a fraction between 0 and 1 (e.g. 0.01), or off")
+    return value
+
+
+class _Hist(Protocol):
+    count: int
+
+    @property
+    def mean(self) -> float: ...
+
+    def percentile(self, q: float) -> float: ...
+
+
+class WindowStats(Protocol):
+    """What live evaluation needs of :class:`llmload.metrics.stats.ScenarioStats`."""
+
+    hist: dict[str, _Hist]
+    status_counts: dict[str, int]
+
+    @property
+    def requests(self) -> int: ...
+
+    @property
+    def ok(self) -> int: ...
+
+
+def window_value(slo: SLO, s: WindowStats, min_samples: int = MIN_SAMPLES) -> float | None:
+    """The SLO's metric over a live window's histograms; None when there are too few samples."""
+    if slo.metric == ERROR_RATE:
+        finished = s.requests - s.status_counts.get("cancelled", 0)
+        return (finished - s.ok) / finished if finished >= min_samples else None
+    h = s.hist.get(slo.name or "")
+    if h is None or h.count < min_samples:
+        return None
+    q = slo.quantile
+    return h.mean if q is None else h.percentile(q)
+
+
+def broken_slos(slos: Iterable[SLO], per: Mapping[str, WindowStats], total: WindowStats) -> list[str]:
+    """The SLOs a window breaks, as text (``[scenario:]metric=value>limit``). Unscoped SLOs are
+    judged on ``total`` (every scenario together), scoped ones on their scenario."""
+    out = []
+    for slo in slos:
+        s = total if slo.scenario is None else per.get(slo.scenario)
+        if s is None:
+            continue
+        v = window_value(slo, s)
+        if v is not None and v > slo.limit:
+            scope = f"{slo.scenario}:" if slo.scenario else ""
+            out.append(f"{scope}{slo.metric}={v:.4g}>{slo.limit:g}")
+    return out

@@ -1,0 +1,298 @@
+"""Per-scenario LLM statistics built from records: mergeable across processes. Pure, no I/O.
+
+Only ``ok`` requests feed the latency histograms; every status is counted. ITL histograms get
+every gap of every ok stream, so their percentiles are over chunks, not requests. Requests with
+a ``scheduled_time`` (open-loop arrivals, trace replay) also feed a schedule-lag histogram
+(``start_time − scheduled_time``, every status): the client falling behind its schedule. Agent
+tasks are added with :meth:`LLMStats.add_task` (:class:`llmload.metrics.agent_tasks.TaskStats`).
+
+Usage::
+
+    stats = LLMStats()
+    stats.add(record)
+    wire = stats.take_delta()      # on a worker: what changed since the last call
+    master_stats.merge_wire(wire)  # on the master
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from llmload.metrics.agent_tasks import TaskRecord, TaskStats
+from llmload.metrics.histogram import Histogram
+from llmload.metrics.record import CSV_COLUMNS, OK, STATUSES, RequestRecord, rounded
+
+METRICS = ("ttft", "ttft_visible", "tpot", "itl", "itl_max", "e2e")
+QUANTILES = (("median", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0))
+AGGREGATED = "Aggregated"
+LATE_MS = 10.0
+"""A request sent more than this after its scheduled time counts as late (the client fell behind)."""
+(_START, _STATUS, _TTFT, _TTFT_VIS, _TPOT, _E2E, _ITL_MAX, _PROMPT, _CACHED, _COMPLETION, _REQUESTED, _SCHEDULED,
+ _IMAGE, _BACKOFF) = (
+    CSV_COLUMNS.index(c) for c in ("start_time", "status", "ttft_ms", "ttft_visible_ms", "tpot_ms", "e2e_ms",
+                                   "itl_max_ms", "prompt_tokens", "cached_tokens", "completion_tokens",
+                                   "requested_input_tokens", "scheduled_time", "requested_image_tokens",
+                                   "backoff_ms"))
+
+
+class ScenarioStats:
+    __slots__ = ("hist", "status_counts", "output_tokens", "prompt_tokens", "cached_tokens", "first_start",
+                 "last_end", "requested_input", "reported_input", "compared", "compressed", "coalesced", "lag",
+                 "late", "requested_image", "tasks", "backoff_waits", "backoff_ms")
+
+    def __init__(self) -> None:
+        self.hist = {m: Histogram() for m in METRICS}
+        self.status_counts: dict[str, int] = {}
+        self.output_tokens = 0
+        self.prompt_tokens = 0
+        self.cached_tokens = 0
+        self.first_start = math.inf
+        self.last_end = -math.inf
+        # requested vs reported prompt length, over ok requests that know both
+        self.requested_input = 0  # text tokens the workload asked for
+        self.reported_input = 0
+        self.compared = 0
+        self.compressed = 0  # responses the server compressed despite Accept-Encoding: identity
+        self.coalesced = 0  # reads that carried several output events (their gaps are not in ITL)
+        self.requested_image = 0  # image tokens the workload's pictures cost (Qwen2-VL's count)
+        self.lag = Histogram()  # schedule lag, ms
+        self.late = 0
+        self.tasks = TaskStats()
+        self.backoff_waits = 0  # requests after which a user waited (429/503/unreachable), and how long
+        self.backoff_ms = 0.0
+
+    def add(self, rec: RequestRecord) -> None:
+        m = rec.meta
+        self.add_values(rec.status, m.start_time, rec.ttft_ms, rec.ttft_visible_ms, rec.tpot_ms, rec.e2e_ms,
+                        rec.itl_max_ms, rec.prompt_tokens, rec.cached_tokens, rec.completion_tokens,
+                        m.requested_input_tokens, m.scheduled_time, m.requested_image_tokens, rec.backoff_ms)
+        if rec.status == OK and rec.itl_ms:
+            self.hist["itl"].record_many(rec.itl_ms)
+        if rec.content_encoding:
+            self.compressed += 1
+        self.coalesced += rec.coalesced_reads
+
+    def add_row(self, row: tuple) -> None:
+        """Account a PREFIX_requests.csv row (tuple in CSV_COLUMNS order; no per-chunk ITL)."""
+        self.add_values(row[_STATUS], row[_START], row[_TTFT], row[_TTFT_VIS], row[_TPOT], row[_E2E], row[_ITL_MAX],
+                        row[_PROMPT], row[_CACHED], row[_COMPLETION], row[_REQUESTED], row[_SCHEDULED], row[_IMAGE],
+                        row[_BACKOFF])
+
+    def add_values(self, st: str, start: float, ttft: float | None, ttft_visible: float | None, tpot: float | None,
+                   e2e: float | None, itl_max: float | None, prompt: int | None, cached: int | None,
+                   completion: int | None, requested: int | None, scheduled: float | None = None,
+                   image: int | None = None, backoff_ms: float | None = None) -> None:
+        self.status_counts[st] = self.status_counts.get(st, 0) + 1
+        if scheduled is not None and start:
+            lag_ms = max(start - scheduled, 0.0) * 1000.0
+            self.lag.record(lag_ms)
+            self.late += lag_ms > LATE_MS
+        if backoff_ms:
+            self.backoff_waits += 1
+            self.backoff_ms += backoff_ms
+        if start < self.first_start:
+            self.first_start = start
+        end = start + (e2e or 0.0) / 1000.0
+        if end > self.last_end:
+            self.last_end = end
+        if st != OK:
+            return
+        self.output_tokens += completion or 0
+        self.prompt_tokens += prompt or 0
+        self.cached_tokens += cached or 0
+        if requested is not None and prompt is not None:
+            self.requested_input += requested
+            self.requested_image += image or 0
+            self.reported_input += prompt
+            self.compared += 1
+        h = self.hist
+        for name, value in (("ttft", ttft), ("ttft_visible", ttft_visible), ("tpot", tpot), ("itl_max", itl_max),
+                            ("e2e", e2e)):
+            if value is not None:
+                h[name].record(value)
+
+    def merge(self, other: ScenarioStats) -> None:
+        for m in METRICS:
+            self.hist[m].merge(other.hist[m])
+        for k, v in other.status_counts.items():
+            self.status_counts[k] = self.status_counts.get(k, 0) + v
+        self.output_tokens += other.output_tokens
+        self.prompt_tokens += other.prompt_tokens
+        self.cached_tokens += other.cached_tokens
+        self.first_start = min(self.first_start, other.first_start)
+        self.last_end = max(self.last_end, other.last_end)
+        self.requested_input += other.requested_input
+        self.reported_input += other.reported_input
+        self.compared += other.compared
+        self.compressed += other.compressed
+        self.coalesced += other.coalesced
+        self.requested_image += other.requested_image
+        self.lag.merge(other.lag)
+        self.late += other.late
+        self.tasks.merge(other.tasks)
+        self.backoff_waits += other.backoff_waits
+        self.backoff_ms += other.backoff_ms
+
+    @property
+    def requests(self) -> int:
+        return sum(self.status_counts.values())
+
+    @property
+    def ok(self) -> int:
+        return self.status_counts.get(OK, 0)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "h": {m: self.hist[m].to_wire() for m in METRICS if self.hist[m]},
+            "s": self.status_counts,
+            "t": [self.output_tokens, self.prompt_tokens, self.cached_tokens, self.requested_input,
+                  self.reported_input, self.compared, self.compressed, self.coalesced, self.backoff_waits,
+                  self.backoff_ms],
+            "w": [self.first_start if self.requests else None, self.last_end if self.requests else None],
+            "x": {"lag": self.lag.to_wire() if self.lag else None, "late": self.late, "img": self.requested_image,
+                  "tasks": self.tasks.to_wire() if self.tasks.count else None},
+        }
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> ScenarioStats:
+        s = cls()
+        for m, h in data["h"].items():
+            s.hist[m] = Histogram.from_wire(h)
+        s.status_counts = dict(data["s"])
+        t = [*data["t"], 0, 0, 0, 0][:10]  # fewer fields: a worker of an older llmload
+        (s.output_tokens, s.prompt_tokens, s.cached_tokens, s.requested_input, s.reported_input,
+         s.compared, s.compressed, s.coalesced, s.backoff_waits, s.backoff_ms) = t
+        if data["w"][0] is not None:
+            s.first_start, s.last_end = data["w"]
+        x = data.get("x") or {}
+        if x.get("lag"):
+            s.lag = Histogram.from_wire(x["lag"])
+        s.late = x.get("late", 0)
+        s.requested_image = x.get("img", 0)
+        if x.get("tasks"):
+            s.tasks = TaskStats.from_wire(x["tasks"])
+        return s
+
+    def summary(self) -> dict[str, Any]:
+        """One row of PREFIX_llm_stats.csv (vLLM-style names for the latency columns)."""
+        duration = max(self.last_end - self.first_start, 0.0) if self.requests else 0.0
+        row: dict[str, Any] = {
+            "requests": self.requests,
+            "ok": self.ok,
+            "failures": sum(v for k, v in self.status_counts.items() if k not in (OK, "cancelled")),
+            "cancelled": self.status_counts.get("cancelled", 0),
+        }
+        for st in STATUSES[1:]:
+            row[st] = self.status_counts.get(st, 0)
+        row.update({
+            "duration_s": round(duration, 3),
+            "rps": round(self.ok / duration, 4) if duration else None,
+            "output_tokens": self.output_tokens,
+            "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
+            "output_tps": round(self.output_tokens / duration, 3) if duration else None,
+            "total_tps": round((self.output_tokens + self.prompt_tokens) / duration, 3) if duration else None,
+            "cache_hit_ratio": round(self.cached_tokens / self.prompt_tokens, 4) if self.prompt_tokens else None,
+            "requested_input_tokens_mean": round(self.requested_input / self.compared, 2) if self.compared else None,
+            "requested_image_tokens_mean": round(self.requested_image / self.compared, 2) if self.compared else None,
+            "prompt_tokens_mean": round(self.reported_input / self.compared, 2) if self.compared else None,
+            "coalesced_reads": self.coalesced,
+            "compressed_responses": self.compressed,
+        })
+        for m in METRICS:
+            h = self.hist[m]
+            row[f"mean_{m}_ms"] = rounded(h.mean) if h else None
+            values = h.percentiles(q for _, q in QUANTILES) if h else [None] * len(QUANTILES)
+            for (label, _), v in zip(QUANTILES, values, strict=True):
+                row[f"{label}_{m}_ms"] = rounded(v)
+            row[f"max_{m}_ms"] = rounded(h.max) if h else None
+        lag = self.lag
+        p50, p99 = lag.percentiles((50.0, 99.0)) if lag else (None, None)
+        row.update({"scheduled_requests": lag.count, "median_schedule_lag_ms": rounded(p50),
+                    "p99_schedule_lag_ms": rounded(p99), "max_schedule_lag_ms": rounded(lag.max) if lag else None,
+                    "late_requests": self.late})
+        row.update(self.tasks.summary())
+        row["backoff_waits"] = self.backoff_waits
+        row["backoff_s"] = round(self.backoff_ms / 1000.0, 3)
+        return row
+
+
+class LLMStats:
+    """Scenario → ScenarioStats, cumulative, plus a delta since the last ``take_delta``.
+
+    A tracked request is recorded once, into the delta; ``take_delta`` folds the delta into the
+    cumulative stats (merging buckets costs less than recording every value twice)."""
+
+    def __init__(self) -> None:
+        self.scenarios: dict[str, ScenarioStats] = {}
+        self._delta: dict[str, ScenarioStats] = {}
+
+    def add(self, rec: RequestRecord, track_delta: bool = False) -> None:
+        name = rec.meta.scenario
+        into = self._delta if track_delta else self.scenarios
+        s = into.get(name)
+        if s is None:
+            s = into[name] = ScenarioStats()
+        s.add(rec)
+
+    def _fold(self, delta: dict[str, ScenarioStats]) -> None:
+        for name, d in delta.items():
+            s = self.scenarios.get(name)
+            if s is None:
+                s = self.scenarios[name] = ScenarioStats()
+            s.merge(d)
+
+    def add_task(self, task: TaskRecord, limit_s: float | None = None, track_delta: bool = False) -> None:
+        """Account one finished agent task (``limit_s``: its scenario's task SLO, if any)."""
+        into = self._delta if track_delta else self.scenarios  # a delta is folded in when taken
+        s = into.get(task.scenario)
+        if s is None:
+            s = into[task.scenario] = ScenarioStats()
+        s.tasks.add(task, limit_s)
+
+    def take_delta(self) -> dict[str, Any]:
+        delta, self._delta = self._delta, {}
+        self._fold(delta)
+        return {name: s.to_wire() for name, s in delta.items()}
+
+    def merge_wire(self, wire: dict[str, Any]) -> None:
+        for name, data in wire.items():
+            incoming = ScenarioStats.from_wire(data)
+            s = self.scenarios.get(name)
+            if s is None:
+                self.scenarios[name] = incoming
+            else:
+                s.merge(incoming)
+
+    def _current(self) -> dict[str, ScenarioStats]:
+        """Cumulative stats including the delta not yet taken (which stays to be taken)."""
+        if not self._delta:
+            return self.scenarios
+        out = {}
+        for name in {*self.scenarios, *self._delta}:
+            t = out[name] = ScenarioStats()
+            for part in (self.scenarios.get(name), self._delta.get(name)):
+                if part is not None:
+                    t.merge(part)
+        return out
+
+    def aggregated(self) -> ScenarioStats:
+        total = ScenarioStats()
+        for s in self._current().values():
+            total.merge(s)
+        return total
+
+    def rows(self) -> list[dict[str, Any]]:
+        current = self._current()
+        rows = [{"scenario": name, **s.summary()} for name, s in sorted(current.items())]
+        if len(current) != 1:
+            total = ScenarioStats()
+            for s in current.values():
+                total.merge(s)
+            rows.append({"scenario": AGGREGATED, **total.summary()})
+        return rows
+
+    def clear(self) -> None:
+        self.scenarios.clear()
+        self._delta.clear()

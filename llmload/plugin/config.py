@@ -1,0 +1,395 @@
+"""What a run is configured to do, checked once: the server, each user class's workload source,
+endpoint and transport, the length overrides, the SLOs, the scenario files and their ``shape:``.
+
+Every mistake becomes one :class:`ConfigError` whose message names the option, file or class and
+the fix; the plugin turns it into one line and exit code 1 at init, never a traceback per user.
+Scenario paths are resolved one way everywhere (:func:`~llmload.workload.file.scenario.resolve_scenario_path`,
+anchored at the user class's locustfile), so a locustfile run from another directory keeps its
+scenario's SLOs, ``shape:`` and hit ratios.
+
+Usage::
+
+    config = build_config(environment, require_host=True)   # raises ConfigError
+    setup = config.setup_for(ChatUser)                       # UserSetup: scenario, endpoint, transport, ...
+    config.slos, config.shape, config.expected_hit_ratios()
+    config.server_metrics.urls, config.server_metrics.interval_s
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from llmload.metrics.slo import SLO, parse_slo
+from llmload.plugin.backoff import MODES as BACKOFF_MODES
+from llmload.plugin.backoff import BackoffPolicy
+from llmload.plugin.options import api_key_from_env, option
+from llmload.shapes.schedules import STOP_ACTIONS, parse_rates, parse_steps
+from llmload.shapes.search import MODES
+from llmload.transport import TRANSPORTS, ClientOptions
+from llmload.transport.connection import parse_headers, parse_query
+from llmload.wire.protocol import ENDPOINTS, ENV_PREFIX
+from llmload.workload.distributions import Distribution, SpecError, parse_distribution
+from llmload.workload.file.scenario import ScenarioSpec, is_scenario_file, load_scenario_cached, resolve_scenario_path
+from llmload.workload.synthetic import LengthRange
+from llmload.workload.trace.read import TraceError
+from llmload.workload.trace.replay import selected_trace
+
+log = logging.getLogger("llmload")
+
+
+class ConfigError(ValueError):
+    """A run that cannot start; the message says what is wrong, where, and what to do."""
+
+
+@dataclass(frozen=True)
+class UserSetup:
+    """How the users of one class run, as the command line and the class say together."""
+
+    scenario_name: str  # rows' scenario for a synthetic workload; the file's path otherwise
+    scenario: ScenarioSpec | None  # the scenario file, when there is one
+    workload: str | None  # the class's chosen workload of a multi-workload file
+    endpoint: str | None  # --endpoint, else None (the workload's or the class's own)
+    class_endpoint: str
+    transport: str
+    input_lengths: LengthRange | None  # synthetic workloads
+    output_lengths: LengthRange | None
+    input_override: Distribution | None  # --input-tokens for scenario workloads
+    output_override: Distribution | None
+    ignore_eos: bool
+
+    def endpoint_for(self, workload_endpoint: str | None) -> str:
+        return self.endpoint or workload_endpoint or self.class_endpoint
+
+
+@dataclass(frozen=True)
+class ServerMetricsSetup:
+    """Where and how often to read the server's Prometheus metrics (``--server-metrics*``)."""
+
+    urls: tuple[str, ...] = ()  # empty: probe the target host, unless off
+    interval_s: float = 2.0
+    off: bool = False
+PREFLIGHT_MODES = ("end", "wait", "off")
+
+
+@dataclass(frozen=True)
+class FaultSettings:
+    """What a run does when the server or the master misbehaves (--backoff*, --preflight*,
+    --master-lost-after)."""
+
+    backoff: BackoffPolicy = BackoffPolicy()
+    preflight: str = "end"
+    preflight_wait_s: float = 300.0
+    master_lost_after_s: float = 20.0
+
+
+@dataclass
+class RunConfig:
+    client: ClientOptions  # key, headers, query, TLS, deadlines, limits (a workload may add headers)
+    slos: list[SLO]  # --slo, then each workload's slo: (scoped to it)
+    scenarios: list[ScenarioSpec]
+    setups: dict[type, UserSetup] = field(default_factory=dict)
+    environment: Any = None
+    server_metrics: ServerMetricsSetup = field(default_factory=ServerMetricsSetup)
+    faults: FaultSettings = FaultSettings()
+
+    @property
+    def shape(self) -> dict[str, Any]:
+        """The ``shape:`` settings of the scenario file(s) in use (the first that has some)."""
+        for spec in self.scenarios:
+            if spec.shape:
+                return spec.shape
+        return {}
+
+    def expected_hit_ratios(self) -> dict[str, float]:
+        """Per workload with prefix groups or a trace's hash_ids: the hit ratio its scenario file
+        makes possible."""
+        out: dict[str, float] = {}
+        for spec in self.scenarios:
+            for w in spec.workloads:
+                trace = w.trace
+                ratio = w.expected_prefix_hit_ratio() if trace is None else selected_trace(trace).expected_hit_ratio()
+                if ratio is not None:
+                    out[w.name] = ratio
+        return out
+
+    def setup_for(self, user_class: type) -> UserSetup:
+        """The class's setup (built on first use for a class not seen at init, e.g. picked in the UI)."""
+        setup = self.setups.get(user_class)
+        if setup is None:
+            setup = self.setups[user_class] = _user_setup(self.environment, user_class)
+            self._add_scenario(setup.scenario)
+        return setup
+
+    def _add_scenario(self, spec: ScenarioSpec | None) -> None:
+        if spec is not None and all(s.path != spec.path for s in self.scenarios):
+            _read_traces(spec)
+            self.scenarios.append(spec)
+            self.slos += [s for w in spec.workloads for s in w.slos]
+
+
+def _read_traces(spec: ScenarioSpec) -> None:
+    """Read each ``trace:`` now (once per process): a bad line ends the run at init, not per user."""
+    for w in spec.workloads:
+        if w.trace is None:
+            continue
+        fresh = w.trace not in _traces_seen
+        try:
+            trace = selected_trace(w.trace)
+        except TraceError as e:
+            raise ConfigError(f"{spec.path}: workloads.{w.name}.trace: {e}") from None
+        if fresh:
+            _traces_seen.add(w.trace)
+            for note in trace.notes:
+                log.warning("llmload: %s", note)
+
+
+_traces_seen: set = set()
+
+
+def class_anchor(user_class: type) -> str:
+    """The file a user class was defined in (its locustfile), to find relative scenario paths."""
+    module = sys.modules.get(user_class.__module__)
+    return os.path.abspath(getattr(module, "__file__", "") or ".")
+
+
+def _length(text: Any, what: str) -> LengthRange:
+    try:
+        return LengthRange.parse(text, what)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def _override(environment: Any, key: str) -> Distribution | None:
+    text = option(environment, key)
+    if not text:
+        return None
+    flag = "--" + key.replace("_", "-")
+    try:
+        return parse_distribution(text, flag, minimum=1 if key == "output_tokens" else 0)
+    except SpecError as e:
+        raise ConfigError(str(e)) from None
+
+
+def _user_setup(environment: Any, user_class: type) -> UserSetup:
+    cls_name = user_class.__name__
+    source = option(environment, "scenario") or getattr(user_class, "scenario", "chat")
+    scenario = None
+    workload = getattr(user_class, "workload", None)
+    if is_scenario_file(source):
+        path = resolve_scenario_path(str(source), class_anchor(user_class), *_locustfiles(environment))
+        try:
+            scenario = load_scenario_cached(path)
+        except ValueError as e:  # ScenarioError
+            raise ConfigError(str(e)) from None
+        if workload is not None:
+            try:
+                scenario.workload(workload)
+            except ValueError as e:
+                raise ConfigError(f"{cls_name}.workload: {e}") from None
+    class_endpoint = getattr(user_class, "endpoint", "chat")
+    if class_endpoint not in ENDPOINTS:
+        raise ConfigError(f"{cls_name}.endpoint {class_endpoint!r}: expected one of {', '.join(ENDPOINTS)}")
+    endpoint = option(environment, "endpoint")
+    if endpoint is not None and endpoint not in ENDPOINTS:
+        raise ConfigError(f"--endpoint {endpoint!r}: expected one of {', '.join(ENDPOINTS)}")
+    transport = option(environment, "transport") or getattr(user_class, "transport_name", None) or "fast"
+    if transport not in TRANSPORTS:
+        where = "--transport" if option(environment, "transport") else f"{cls_name}.transport_name"
+        raise ConfigError(f"{where} {transport!r}: expected one of {', '.join(TRANSPORTS)}")
+    inp = option(environment, "input_tokens")
+    out = option(environment, "output_tokens")
+    synthetic = scenario is None
+    return UserSetup(
+        scenario_name=str(source),
+        scenario=scenario,
+        workload=workload,
+        endpoint=endpoint,
+        class_endpoint=class_endpoint,
+        transport=transport,
+        input_lengths=_length(inp or getattr(user_class, "input_tokens", 256),
+                              "--input-tokens" if inp else f"{cls_name}.input_tokens") if synthetic else None,
+        output_lengths=_length(out or getattr(user_class, "output_tokens", 128),
+                               "--output-tokens" if out else f"{cls_name}.output_tokens") if synthetic else None,
+        input_override=None if synthetic else _override(environment, "input_tokens"),
+        output_override=None if synthetic else _override(environment, "output_tokens"),
+        ignore_eos=bool(option(environment, "ignore_eos")) or bool(getattr(user_class, "ignore_eos", False)),
+    )
+
+
+def _locustfiles(environment: Any) -> list[str]:
+    text = option(environment, "locustfile") or ""
+    return [p.strip() for p in str(text).split(",") if p.strip()]
+
+
+def has_host(environment: Any, user_classes: list[type]) -> bool:
+    return bool(environment.host) or all(getattr(c, "host", None) for c in user_classes)
+
+
+def check_host(host: Any, where: str = "--host") -> None:
+    """A server address must be a URL with its scheme: ``127.0.0.1:8000`` is not guessed at."""
+    text = str(host)
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as e:
+        raise ConfigError(f"{where} {text!r}: {e}; expected http(s)://HOST[:PORT][/base/path]") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        hint = f", e.g. http://{text}" if "://" not in text else ""
+        raise ConfigError(f"{where} {text!r}: expected a URL with its scheme, http(s)://HOST[:PORT][/base/path]"
+                          f"{hint}")
+
+
+def _seconds(environment: Any, key: str, default: float | None) -> float | None:
+    text = option(environment, key)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = -1.0
+    if not (value > 0 and value < float("inf")):
+        raise ConfigError(f"--{key.replace('_', '-')} {text!r}: expected seconds > 0")
+    return value
+
+
+def fault_settings(environment: Any) -> FaultSettings:
+    mode = option(environment, "backoff") or "on"
+    if mode not in BACKOFF_MODES:
+        raise ConfigError(f"--backoff {mode!r}: expected one of {', '.join(BACKOFF_MODES)}")
+    try:
+        policy = BackoffPolicy(_seconds(environment, "backoff_base_s", 0.5), _seconds(environment, "backoff_max_s",
+                                                                                      60.0), mode == "on")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    preflight = option(environment, "preflight") or "end"
+    if preflight not in PREFLIGHT_MODES:
+        raise ConfigError(f"--preflight {preflight!r}: expected one of {', '.join(PREFLIGHT_MODES)}")
+    return FaultSettings(policy, preflight, _seconds(environment, "preflight_wait_s", 300.0),
+                         _seconds(environment, "master_lost_after", 20.0))
+
+
+def build_config(environment: Any, require_host: bool = False) -> RunConfig:
+    """Check everything a run needs; raise ConfigError with the first problem."""
+    classes = [c for c in (getattr(environment, "user_classes", None) or []) if getattr(c, "llmload_user", False)]
+    if require_host and classes and not has_host(environment, classes):
+        raise ConfigError("no server address: pass --host http://HOST:PORT (or set `host` on the user class)")
+    if getattr(environment, "host", None):
+        check_host(environment.host)
+    for cls in classes:
+        if getattr(cls, "host", None):
+            check_host(cls.host, f"{cls.__name__}.host")
+    slos = []
+    for text in option(environment, "slo", []) or []:
+        try:
+            slos.append(parse_slo(text))
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+    timeout = _seconds(environment, "request_timeout", 600.0)
+    config = RunConfig(client=_client_options(environment, timeout), slos=slos, scenarios=[], environment=environment,
+                       server_metrics=_server_metrics(environment), faults=fault_settings(environment))
+    for cls in classes:
+        config.setup_for(cls)
+    _check_shape(environment, config.shape)
+    return config
+
+
+def _client_options(environment: Any, timeout: float) -> ClientOptions:
+    """The connection settings; ``env:VAR`` header values are read here, in each process."""
+    try:
+        headers = parse_headers(option(environment, "header", []) or [])
+        query = parse_query(option(environment, "query", []) or [])
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    max_bytes_text = option(environment, "max_event_bytes")
+    max_bytes = 1 << 20
+    if max_bytes_text is not None:
+        try:
+            max_bytes = int(max_bytes_text)
+        except ValueError:
+            max_bytes = 0
+        if max_bytes < 1024:
+            raise ConfigError(f"--max-event-bytes {max_bytes_text!r}: expected a whole number of bytes >= 1024")
+    ca = option(environment, "ca_bundle")
+    if ca is not None and not os.path.isfile(ca):
+        raise ConfigError(f"--ca-bundle {ca}: no such file")
+    secret_texts = [t for t in option(environment, "header", []) or [] if t.partition(":")[2].strip().startswith(
+        ENV_PREFIX)]
+    return ClientOptions(
+        api_key=api_key_from_env(), api_key_header=option(environment, "api_key_header") or "Authorization",
+        headers=headers, query=query, ca_bundle=ca, insecure=bool(option(environment, "insecure")),
+        timeout=timeout, first_token_timeout=_seconds(environment, "first_token_timeout", None),
+        max_event_bytes=max_bytes,
+        secrets=tuple(v for n, v in headers if any(t.partition(":")[0].strip() == n for t in secret_texts)))
+
+
+def _check_shape(environment: Any, shape: dict[str, Any]) -> None:
+    """Shape settings from the command line, else the scenario's ``shape:``, as the shapes read them."""
+    where_yaml = "the scenario's shape."
+    for flag, key, parse in (("--steps", "steps", parse_steps), ("--rate-steps", "rate_steps", parse_rates)):
+        value = option(environment, key.replace("-", "_"))
+        where = flag
+        if value is None and key in shape:
+            value, where = shape[key], where_yaml + key
+        if value is not None:
+            try:
+                parse(value, where)
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
+    search = option(environment, "search") or shape.get("search")
+    if search is not None and search not in MODES:
+        raise ConfigError(f"--search {search!r}: expected one of {', '.join(MODES)}")
+    action = option(environment, "slo_stop_action") or shape.get("slo_stop_action")
+    if action is not None and action not in STOP_ACTIONS:
+        raise ConfigError(f"--slo-stop-action {action!r}: expected one of {', '.join(STOP_ACTIONS)}")
+    for flag, key, yaml_key in (("--step-seconds", "step_seconds", "step_seconds"),
+                                ("--step-spawn-rate", "step_spawn_rate", "spawn_rate"),
+                                ("--slo-stop-after", "slo_stop_after", "slo_stop_after_s"),
+                                ("--ramp-seconds", "ramp_seconds", "ramp_seconds"),
+                                ("--ramp-hold-seconds", "ramp_hold_seconds", "ramp_hold_seconds"),
+                                ("--ramp-users", "ramp_users", "ramp_users"),
+                                ("--search-min", "search_min", "search_min"),
+                                ("--search-max", "search_max", "search_max"),
+                                ("--search-precision", "search_precision", "search_precision"),
+                                ("--search-warmup-s", "search_warmup_s", "search_warmup_s")):
+        value, where = option(environment, key), flag
+        if value is None and yaml_key in shape:
+            value, where = shape[yaml_key], where_yaml + yaml_key
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
+            raise ConfigError(f"{where} {value!r}: expected a number >= 0")
+    lo, hi = (option(environment, k) or shape.get(k) for k in ("search_min", "search_max"))
+    if lo is not None and hi is not None and not float(hi) > float(lo):
+        raise ConfigError(f"search shape: --search-max {hi!r} must be above --search-min {lo!r}")
+
+
+def _server_metrics(environment: Any) -> ServerMetricsSetup:
+    urls = [str(u).strip() for u in option(environment, "server_metrics", []) or []]
+    for url in urls:
+        if not _is_http_url(url):
+            raise ConfigError(f"--server-metrics {url!r}: expected the http:// or https:// URL of a Prometheus "
+                              "metrics endpoint, e.g. http://127.0.0.1:8000/metrics")
+    off = bool(option(environment, "no_server_metrics"))
+    if off and urls:
+        raise ConfigError("--no-server-metrics and --server-metrics URL: pass one or the other")
+    text = option(environment, "server_metrics_interval", "2")
+    try:
+        interval = float(text)
+    except (TypeError, ValueError):
+        interval = -1.0
+    if not 0 < interval < float("inf"):
+        raise ConfigError(f"--server-metrics-interval {text!r}: expected seconds > 0, e.g. 2")
+    return ServerMetricsSetup(urls=tuple(urls), interval_s=interval, off=off)
+
+
+def _is_http_url(url: str) -> bool:
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number 0-65535)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and not any(c.isspace() for c in url)

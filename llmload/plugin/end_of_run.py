@@ -1,0 +1,185 @@
+"""The end-of-run text a headless run prints: the LLM table, then what limited the run and why it
+stopped. Pure: rows and notes in, text out.
+
+Usage::
+
+    print(format_summary(stats.rows(), expected_hit_ratio={"rag": 0.9}))
+    print(run_notes(history.limited_intervals, stop_reason="", interval_s=2.0))
+    print(error_note(stats.rows(), history.error_intervals, 2.0))   # first, when errors dominate
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmload.health.sampler import errors_dominate
+from llmload.metrics.record import STATUSES
+from llmload.metrics.stats import AGGREGATED, LATE_MS
+
+
+def _total(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return next((r for r in rows if r["scenario"] == AGGREGATED), rows[0] if len(rows) == 1 else None)
+
+
+def error_note(rows: list[dict[str, Any]], error_intervals: list[str], interval_s: float) -> str:
+    """Printed first when most requests failed: the numbers below then describe failures, not capacity."""
+    total = _total(rows)
+    if total is None:
+        return ""
+    finished = total["ok"] + total["failures"]
+    parts = []
+    if errors_dominate(finished, total["failures"]):
+        by_status = ", ".join(f"{st} {total[st]}" for st in STATUSES[1:-1] if total.get(st))
+        parts.append(f"SERVER ERRORS: {total['failures']} of {finished} finished requests failed ({by_status}): "
+                     "the server, or the way to it, failed the run; the client is not the limit")
+    if error_intervals:
+        parts.append(f"errors dominated {len(error_intervals)} of the {interval_s:g}-second intervals "
+                     f"(last: {error_intervals[-1]})")
+    return "\n".join(parts)
+
+
+def backoff_note(rows: list[dict[str, Any]]) -> str:
+    total = _total(rows)
+    if total is None or not total.get("backoff_waits"):
+        return ""
+    return (f"backoff: users waited {total['backoff_s']:.1f} s in all, after {total['backoff_waits']} requests "
+            "answered 429/503 or not at all (Retry-After, else exponential backoff; column backoff_ms)")
+
+
+def format_summary(rows: list[dict[str, Any]], expected_hit_ratio: dict[str, float] | None = None) -> str:
+    """The end-of-run table printed by headless runs (``expected_hit_ratio``: per scenario, what
+    its prefix groups make possible)."""
+    def f(v: Any, nd: int = 1) -> str:
+        return "-" if v is None else (f"{v:.{nd}f}" if isinstance(v, float) else str(v))
+
+    head = (f"{'scenario':<16}{'reqs':>7}{'ok':>7}{'fail':>6}{'req/s':>8}{'out tok/s':>11}"
+            f"{'TTFT p50':>10}{'p95':>9}{'p99':>9}{'TPOT p50':>10}{'p95':>8}{'p99':>8}{'ITL p99':>9}"
+            f"{'E2E p50':>10}{'p99':>10}")
+    lines = ["LLM summary (ms; latency over ok requests; ITL over all chunks)", head]
+    for r in rows:
+        lines.append(
+            f"{r['scenario'][:15]:<16}{r['requests']:>7}{r['ok']:>7}{r['failures']:>6}{f(r['rps'], 2):>8}"
+            f"{f(r['output_tps']):>11}{f(r['median_ttft_ms']):>10}{f(r['p95_ttft_ms']):>9}{f(r['p99_ttft_ms']):>9}"
+            f"{f(r['median_tpot_ms'], 2):>10}{f(r['p95_tpot_ms'], 2):>8}{f(r['p99_tpot_ms'], 2):>8}"
+            f"{f(r['p99_itl_ms'], 2):>9}{f(r['median_e2e_ms']):>10}{f(r['p99_e2e_ms']):>10}"
+        )
+    errors = {}
+    for r in rows:
+        if r["scenario"] == AGGREGATED and len(rows) > 1:
+            continue
+        for st in STATUSES[1:]:
+            if r.get(st):
+                errors[st] = errors.get(st, 0) + r[st]
+    if errors:
+        lines.append("by status: " + ", ".join(f"{k} {v}" for k, v in errors.items()))
+    totals = rows[-1] if rows else {}
+    if totals.get("compressed_responses"):
+        lines.append(f"{totals['compressed_responses']} response(s) came compressed despite Accept-Encoding: "
+                     "identity (a gateway?); they were decoded")
+    if totals.get("coalesced_reads"):
+        lines.append(f"{totals['coalesced_reads']} read(s) carried several tokens at once (the client fell behind "
+                     "or the server sent them together): their gaps are left out of ITL and worst stall")
+    for r in rows:
+        if r["scenario"] == AGGREGATED:
+            continue
+        parts = []
+        if r.get("requested_input_tokens_mean") is not None:
+            image = r.get("requested_image_tokens_mean") or 0.0
+            asked = (f"{r['requested_input_tokens_mean']:.1f} text + {image:.1f} image" if image
+                     else f"{r['requested_input_tokens_mean']:.1f}")
+            parts.append(f"input tokens requested {asked} vs server-reported {r['prompt_tokens_mean']:.1f} (mean)")
+        if r.get("cached_tokens"):
+            exp = (expected_hit_ratio or {}).get(r["scenario"])
+            parts.append(f"prefix-cache hit ratio {r['cache_hit_ratio']:.3f} (cached ÷ prompt tokens)"
+                         + (f", at most {exp:.3f} expected from the scenario" if exp is not None else ""))
+        if parts:
+            lines.append(f"{r['scenario']}: " + "; ".join(parts))
+        if r.get("tasks"):
+            lines.append(f"{r['scenario']}: " + task_line(r))
+        if r.get("scheduled_requests"):
+            lines.append(schedule_line(r))
+    return "\n".join(lines)
+
+
+def task_line(r: dict[str, Any]) -> str:
+    """Agent tasks of one scenario row: outcomes, task time, calls and tokens per task, the SLO share."""
+    def s(v: Any) -> str:
+        return "-" if v is None else f"{v:.2f} s"
+
+    text = (f"{r['tasks']} tasks ({r['tasks_answered']} answered, {r['tasks_step_limit']} at the step limit, "
+            f"{r['tasks_failed']} failed); task time p50 {s(r['median_task_s'])}, p95 {s(r['p95_task_s'])}, "
+            f"p99 {s(r['p99_task_s'])}; per task {r['calls_per_task']:.2f} calls, "
+            f"{r['prompt_tokens_per_task']:,.0f} prompt + {r['completion_tokens_per_task']:,.0f} completion tokens")
+    if r.get("tasks_within_slo") is not None:
+        text += f"; {r['tasks_within_slo']:.1%} of tasks finished within the task SLO"
+    return text
+
+
+def schedule_line(r: dict[str, Any]) -> str:
+    """Whether the client kept to the schedule (trace times, open-loop arrivals) of one scenario."""
+    n, late = r["scheduled_requests"], r["late_requests"]
+    lag = f"lag p50 {r['median_schedule_lag_ms']:.2f} ms, p99 {r['p99_schedule_lag_ms']:.2f} ms, " \
+          f"max {r['max_schedule_lag_ms']:.1f} ms"
+    if late:
+        return (f"BEHIND SCHEDULE: {r['scenario']}: {late} of {n} requests were sent more than {LATE_MS:g} ms after "
+                f"their scheduled time ({lag}); the client fell behind the trace or arrival process: give it more "
+                "users (-u) or worker processes (--processes)")
+    return f"{r['scenario']}: every one of {n} scheduled requests sent within {LATE_MS:g} ms of its time ({lag})"
+
+
+ADVICE = {
+    "process": "add worker processes (--processes) before trusting these numbers",
+    "calibrated": "it ran above what `llmload calibrate` measured one process can time exactly: add worker "
+                  "processes (--processes)",
+    "machine": "the machine was busy, not llmload (steal, run queue or other processes on its cores): free the "
+               "machine or move the load generator; more worker processes will not help",
+    "stalls": "the event loop stalled while neither llmload nor the machine was busy: see the stall causes below",
+}
+
+
+def run_notes(limited_intervals: list[str], stop_reason: str, interval_s: float,
+              causes: dict[str, int] | None = None, stall_notes: str = "", errors_first: bool = False) -> str:
+    """Whether the load generator limited the run and why (``causes``: intervals per
+    :func:`llmload.health.sampler.verdict` cause), its event-loop stalls, and why a shape stopped it
+    (``errors_first``: errors dominated, so the client is not judged)."""
+    notes = []
+    if errors_first and not limited_intervals:
+        notes.append("client: not judged (errors dominated the run)")
+    elif limited_intervals:
+        n = len(limited_intervals)
+        ranked = sorted((causes or {"process": n}).items(), key=lambda kv: -kv[1])
+        advice = "; ".join(f"{ADVICE.get(c, c)} ({k} interval{'s' if k > 1 else ''})" for c, k in ranked)
+        notes.append(f"CLIENT-LIMITED: the load generator, not the server, limited the run during {n} of the "
+                     f"{interval_s:g}-second intervals (last: {limited_intervals[-1]}). {advice}")
+    else:
+        notes.append("client: not limited (CPU and event-loop lag stayed under the thresholds)")
+    if stall_notes:
+        notes.append(stall_notes)
+    if stop_reason:
+        notes.append(stop_reason)
+    return "\n".join(notes)
+
+
+def lost_note(lost: list[tuple[Any, str, int]], prefix: str | None) -> str:
+    """Workers that vanished (SIGKILL, a host gone) with requests the master has no row for."""
+    lines = []
+    for index, client_id, n in lost:
+        where = f"{prefix}_requests.worker{index}.csv on its host" if prefix else "its own --csv file, if any"
+        lines.append(f"LOST WORKER {index} ({client_id}): no final data; {n} of its requests have no row here "
+                     f"(in flight, or finished but not yet reported, when it vanished; the server saw them; "
+                     f"{where} has those it finished before the last report)")
+    return "\n".join(lines)
+
+
+def end_of_run_text(rows: list[dict[str, Any]], hit_ratios: dict[str, float], history: Any, stop_reason: str,
+                    interval_s: float, lost: list[tuple[Any, str, int]], prefix: str | None,
+                    output_error: str = "", stall_notes: str = "") -> str:
+    """What a headless run prints at the end: what went wrong first (errors that dominated, a
+    file that could not be written, lost workers), then the table and the notes."""
+    first = error_note(rows, history.error_intervals, interval_s)
+    parts = [p for p in (first, f"OUTPUT FAILED: {output_error}" if output_error else "", lost_note(lost, prefix),
+                         format_summary(rows, hit_ratios), backoff_note(rows),
+                         run_notes(history.limited_intervals, stop_reason, interval_s, history.limited_causes,
+                                   stall_notes, errors_first=bool(first)))
+             if p]
+    return "\n".join(parts)

@@ -1,0 +1,206 @@
+"""The live view: rolling-window LLM stats per scenario, and the history sampled from it. Pure
+(times passed in; the plugin writes the history rows to PREFIX_llm_history.csv).
+
+Rows are bucketed by the second their request *completed*; per-chunk ITL comes as histogram
+deltas bucketed by the second they arrived. A window covers ``[now − lag − W, now − lag)``:
+``lag`` allows for rows still on their way (a worker reports every 3 s), so a window is never
+read while its newest seconds are half filled.
+
+Usage::
+
+    live = LiveWindow()
+    live.add_row(row)                       # every request row, as it arrives
+    live.add_itl("chat", itl_hist, now)     # per-chunk ITL deltas
+    rows = live.snapshot(now, lag_s=4.0)    # one dict per scenario + "Aggregated"
+    history = LiveHistory()
+    history.sample(live, now, lag_s=4.0, users=16, in_flight={"chat": 7}, health=[...])
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from typing import Any
+
+from llmload.health.sampler import describe, errors_dominate
+from llmload.metrics.histogram import Histogram
+from llmload.metrics.record import CSV_COLUMNS, OK, rounded
+from llmload.metrics.stats import AGGREGATED, ScenarioStats
+
+WINDOW_S = 10.0
+KEEP_S = 120.0
+HISTORY_KEEP = 20_000
+
+_SCENARIO = CSV_COLUMNS.index("scenario")
+_START = CSV_COLUMNS.index("start_time")
+_E2E = CSV_COLUMNS.index("e2e_ms")
+
+
+class LiveWindow:
+    def __init__(self, window_s: float = WINDOW_S) -> None:
+        self.window_s = window_s
+        self._rows: dict[int, dict[str, ScenarioStats]] = defaultdict(dict)
+        self._itl: dict[int, dict[str, Histogram]] = defaultdict(dict)
+
+    def add_row(self, row: tuple) -> None:
+        end = row[_START] + (row[_E2E] or 0.0) / 1000.0
+        bucket = self._rows[int(end)]
+        s = bucket.get(row[_SCENARIO])
+        if s is None:
+            s = bucket[row[_SCENARIO]] = ScenarioStats()
+        s.add_row(row)
+
+    def add_itl(self, scenario: str, hist: Histogram, now: float) -> None:
+        bucket = self._itl[int(now)]
+        h = bucket.get(scenario)
+        if h is None:
+            bucket[scenario] = h = Histogram()
+        h.merge(hist)
+
+    def add_itl_delta(self, wire: dict[str, Any], now: float) -> None:
+        """The ITL histograms of a stats delta (:meth:`llmload.metrics.stats.LLMStats.take_delta`)."""
+        for name, data in wire.items():
+            itl = data.get("h", {}).get("itl")
+            if itl:
+                self.add_itl(name, Histogram.from_wire(itl), now)
+
+    def prune(self, now: float) -> None:
+        cutoff = int(now - KEEP_S)
+        for store in (self._rows, self._itl):
+            for sec in [s for s in store if s < cutoff]:
+                del store[sec]
+
+    def merged(self, now: float, lag_s: float) -> tuple[dict[str, ScenarioStats], float]:
+        """Per scenario, the stats of the window; and the window's length in seconds."""
+        hi = int(now - lag_s)
+        lo = hi - int(self.window_s)
+        out: dict[str, ScenarioStats] = {}
+        for sec in range(lo, hi):
+            for name, s in self._rows.get(sec, {}).items():
+                t = out.get(name)
+                if t is None:
+                    t = out[name] = ScenarioStats()
+                t.merge(s)
+            for name, h in self._itl.get(sec, {}).items():
+                t = out.get(name)
+                if t is None:
+                    t = out[name] = ScenarioStats()
+                t.hist["itl"].merge(h)
+        return out, float(hi - lo)
+
+    def snapshot(self, now: float, lag_s: float) -> list[dict[str, Any]]:
+        per, w = self.merged(now, lag_s)
+        rows = [window_row(name, s, w) for name, s in sorted(per.items())]
+        if len(per) != 1:  # with no data yet, an empty Aggregated row still carries users and in-flight
+            total = ScenarioStats()
+            for s in per.values():
+                total.merge(s)
+            rows.append(window_row(AGGREGATED, total, w))
+        return rows
+
+
+def window_row(name: str, s: ScenarioStats, window_s: float) -> dict[str, Any]:
+    h = s.hist
+    ttft = h["ttft"].percentiles((50, 95, 99)) if h["ttft"] else [None] * 3
+    tpot = h["tpot"].percentiles((50, 95, 99)) if h["tpot"] else [None] * 3
+    itl = h["itl"].percentiles((50, 95, 99)) if h["itl"] else [None] * 3
+    errors = {k: v for k, v in s.status_counts.items() if k not in (OK, "cancelled")}
+    n_errors = sum(errors.values())
+    return {
+        "scenario": name,
+        "window_s": window_s,
+        "requests": s.requests,
+        "ok": s.ok,
+        "errors": n_errors,
+        "errors_by_status": errors,
+        "rps": rounded(s.ok / window_s, 3),
+        "output_tps": rounded(s.output_tokens / window_s, 1),
+        "ttft_p50_ms": rounded(ttft[0], 2), "ttft_p95_ms": rounded(ttft[1], 2), "ttft_p99_ms": rounded(ttft[2], 2),
+        "ttft_mean_ms": rounded(h["ttft"].mean, 2) if h["ttft"] else None,  # next to the server's (exact) mean
+        "tpot_p50_ms": rounded(tpot[0], 2), "tpot_p95_ms": rounded(tpot[1], 2), "tpot_p99_ms": rounded(tpot[2], 2),
+        "itl_p50_ms": rounded(itl[0], 2), "itl_p95_ms": rounded(itl[1], 2), "itl_p99_ms": rounded(itl[2], 2),
+        "worst_stall_ms": rounded(h["itl_max"].max, 2) if h["itl_max"] else None,
+        "cache_hit_ratio": rounded(s.cached_tokens / s.prompt_tokens, 4) if s.prompt_tokens else None,
+        "backoff_s": rounded(s.backoff_ms / 1000.0, 3),
+        "errors_dominate": errors_dominate(s.ok + n_errors, n_errors),
+        "_stats": s,
+    }
+
+
+class LiveHistory:
+    """The live window sampled every interval: one row per scenario (and Aggregated), kept in
+    memory for the LLM tab and the dashboard, with which client processes limited the run."""
+
+    def __init__(self) -> None:
+        # Kept as (keys, values) tuples, the keys shared: a dict per sample cost ~2.5 kB, and a
+        # long run keeps up to HISTORY_KEEP of them (benchmarks/soak.py watches the growth).
+        self._rows: list[tuple[tuple[str, ...], tuple]] = []
+        self._times: list[float] = []
+        self._shapes: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self.limited_intervals: list[str] = []  # one text per interval in which a client was limited
+        self.error_intervals: list[str] = []  # one text per interval in which errors dominated
+        self.limited_causes: dict[str, int] = {}  # health.verdict's cause → intervals
+
+    def sample(self, live: LiveWindow, now: float, lag_s: float, users: int, in_flight: dict[str, int],
+               health: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One row per scenario over the window ending ``lag_s`` before ``now``."""
+        live.prune(now)
+        rows = live.snapshot(now, lag_s)
+        limited = [h for h in health if h.get("limited")]
+        total = rows[-1]  # Aggregated, or the only scenario
+        if total["errors_dominate"]:  # the server's failures first; the client is not blamed for them
+            by_status = ", ".join(f"{k} {v}" for k, v in sorted(total["errors_by_status"].items()))
+            self.error_intervals.append(f"{total['errors']} of {total['ok'] + total['errors']} failed ({by_status})")
+            limited = []
+        elif limited:
+            self.limited_intervals.append(", ".join(f"worker {h['worker']}: {describe(h)}" for h in limited))
+            for h in limited:
+                cause = h.get("cause") or "process"
+                self.limited_causes[cause] = self.limited_causes.get(cause, 0) + 1
+        total_in_flight = sum(in_flight.values())
+        out = []
+        for r in rows:
+            r = {k: v for k, v in r.items() if k != "_stats"}
+            r.update({
+                "time": round(now, 3), "users": users,
+                "in_flight": total_in_flight if r["scenario"] == AGGREGATED or len(rows) == 1
+                else in_flight.get(r["scenario"], 0),
+                "client_cpu_max": max((h["cpu"] for h in health), default=None),
+                "client_lag_p99_ms_max": max((h["lag_p99_ms"] for h in health), default=None),
+                "client_limited": bool(limited),
+                "client_cause": ",".join(sorted({h.get("cause") or "process" for h in limited})),
+                "client_stalls": sum(h.get("stalls_over_2ms", 0) for h in health),
+                "client_stall_max_ms": _max_of(health, "stall_max_ms"),
+                "client_stall_cpu_max_ms": _max_of(health, "stall_cpu_max_ms"),
+                "client_steal_pct_max": _max_of(health, "steal_pct"),
+                "client_others_cpu_max": _max_of(health, "others_cpu"),
+                "client_run_queue_max": _max_of(health, "run_queue"),
+            })
+            out.append(r)
+            keys = tuple(r)
+            self._rows.append((self._shapes.setdefault(keys, keys), tuple(r.values())))
+            self._times.append(r["time"])
+        del self._rows[:-HISTORY_KEEP]
+        del self._times[:-HISTORY_KEEP]
+        return out
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """Every sample kept, oldest first (one dict per scenario and time)."""
+        return self.rows_since(float("-inf"))
+
+    def rows_since(self, t: float) -> list[dict[str, Any]]:
+        """The samples taken after ``t`` (Unix seconds)."""
+        return [dict(zip(k, v, strict=True)) for k, v in self._rows[bisect.bisect_right(self._times, t):]]
+
+    def latest(self) -> list[dict[str, Any]]:
+        """The rows of the newest sample."""
+        if not self._times:
+            return []
+        newest = self._times[-1]
+        return [dict(zip(k, v, strict=True)) for k, v in self._rows[bisect.bisect_left(self._times, newest):]]
+
+
+def _max_of(health: list[dict[str, Any]], key: str) -> float | None:
+    values = [h[key] for h in health if h.get(key) is not None]
+    return max(values) if values else None

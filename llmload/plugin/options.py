@@ -1,0 +1,128 @@
+"""llmload's command-line options for Locust (each also an ``LLMLOAD_*`` environment variable), and
+the API key.
+
+The options are one table, so the argument group, the environment variables and the help text
+cannot drift apart. Values are checked once, at init (:mod:`llmload.plugin.config`), not by argparse,
+so every bad value gets llmload's one-line message and exit code 1.
+
+API keys come from ``OPENAI_API_KEY``/``LLMLOAD_API_KEY`` only: Locust shows custom options in
+its page source and ships them to workers in clear.
+
+Usage::
+
+    add_arguments(parser)                    # Locust's init_command_line_parser hook
+    option(environment, "request_timeout")   # 600.0, or what was given
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+GROUP = "llmload"
+GROUP_HELP = "LLM load options (each also as an LLMLOAD_* environment variable)"
+
+# (flag, keyword arguments of add_argument without env_var); env var = LLMLOAD_ + FLAG_IN_CAPS
+OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("--scenario", dict(default="", help="scenario name (or YAML file) the users run; overrides the locustfile's")),
+    ("--model", dict(default="", help="model name to request (default: the first one the server's /v1/models "
+                                      "lists)")),
+    ("--transport", dict(default="", help="fast: llmload's streaming client (default); openai: the official SDK")),
+    ("--endpoint", dict(default="", help="chat (/v1/chat/completions), completions (/v1/completions) or "
+                                         "responses (/v1/responses)")),
+    ("--input-tokens", dict(default="", help="prompt length in tokens: N or LOW-HIGH (overrides the scenario)")),
+    ("--output-tokens", dict(default="", help="max_tokens: N or LOW-HIGH (overrides the scenario)")),
+    ("--ignore-eos", dict(action="store_true", default=False,
+                          help="send vLLM's ignore_eos so every reply is exactly max_tokens long")),
+    ("--slo", dict(action="append", default=[], help="service-level objective [SCENARIO:]METRIC=VALUE, e.g. "
+                                                     "ttft_p95_ms=2000 (repeatable)")),
+    ("--request-timeout", dict(default="600", help="seconds without an output event (after the first) before a "
+                                                   "request times out (default 600)")),
+    ("--first-token-timeout", dict(default="", help="seconds from sending to the first output event before a request "
+                                                    "times out (default: --request-timeout)")),
+    ("--header", dict(action="append", default=[], help="extra request header 'Name: value' (repeatable); a value "
+                                                        "env:VAR is read from that environment variable, a secret")),
+    ("--query", dict(action="append", default=[], help="query parameter NAME=VALUE on every request, e.g. "
+                                                       "api-version=2024-10-21 (repeatable)")),
+    ("--api-key-header", dict(default="", help="send the API key in this header instead of 'Authorization: Bearer', "
+                                               "e.g. api-key (Azure)")),
+    ("--ca-bundle", dict(default="", help="CA certificates (PEM) to verify an https server with")),
+    ("--insecure", dict(action="store_true", default=False, help="do not verify the https server's certificate")),
+    ("--max-event-bytes", dict(default="", help="longest SSE line or event accepted (default 1048576); longer ends "
+                                                "the request as protocol_error")),
+    ("--steps", dict(default="", help="step shape: user count of each step, e.g. 4,8,16,32 (locustfiles with a "
+                                      "StepLoadShape)")),
+    ("--step-seconds", dict(type=float, default=0.0, help="step shape: seconds each step lasts")),
+    ("--step-spawn-rate", dict(type=float, default=0.0, help="step shape: users started per second when a step "
+                                                             "begins")),
+    ("--slo-stop-after", dict(type=float, default=0.0, help="shapes: act when an SLO stays broken this many seconds "
+                                                            "on the live window (0: off)")),
+    ("--slo-stop-action", dict(default="", help="stop: end the run (default); hold: go back to the last good step "
+                                                "and hold it")),
+    ("--ramp-users", dict(type=int, default=0, help="ramp shape: users at the top of the ramp")),
+    ("--ramp-seconds", dict(type=float, default=0.0, help="ramp shape: seconds to get there")),
+    ("--ramp-hold-seconds", dict(type=float, default=0.0, help="ramp shape: seconds to stay at the top")),
+    ("--rate-steps", dict(default="", help="rate ladder shape: arrival rates (requests/s) of open-loop workloads, "
+                                           "e.g. 2,4,8")),
+    ("--search", dict(default="", help="search shape: users (bisect the user count) or rate (the arrival rate of "
+                                       "open-loop workloads) for the highest load that meets every SLO")),
+    ("--search-min", dict(type=float, default=0.0, help="search shape: lowest load (users or requests/s)")),
+    ("--search-max", dict(type=float, default=0.0, help="search shape: highest load (users or requests/s)")),
+    ("--search-precision", dict(type=float, default=0.0, help="search shape: stop when the bracket is this narrow "
+                                                              "(users or requests/s)")),
+    ("--search-warmup-s", dict(type=float, default=0.0, help="search shape: seconds after each change not judged "
+                                                             "(default 5, as llmload report)")),
+    ("--seed", dict(type=int, default=0, help="workload seed; each worker and user draws its own reproducible "
+                                              "stream from it")),
+    ("--server-metrics", dict(action="append", default=[], metavar="URL",
+                              help="read the server's Prometheus metrics from URL during the run (repeatable, e.g. "
+                                   "every replica behind a load balancer; default: the target host's /metrics when "
+                                   "it answers)")),
+    ("--no-server-metrics", dict(action="store_true", default=False,
+                                 help="do not read the server's Prometheus metrics")),
+    ("--server-metrics-interval", dict(default="2", metavar="S",
+                                       help="seconds between two reads of the server's metrics (default 2)")),
+    # Overload and faults (issue 15): values checked in llmload.plugin.config like the rest.
+    ("--backoff", dict(default="", help="on (default): after 429, 503 or an unreachable server a user waits "
+                                        "(Retry-After, else exponential backoff with jitter); off: never waits")),
+    ("--backoff-base-s", dict(default="", help="first backoff wait in seconds (default 0.5; doubles per failure "
+                                               "in a row)")),
+    ("--backoff-max-s", dict(default="", help="longest backoff wait, Retry-After included (default 60)")),
+    ("--preflight", dict(default="", help="check the server answers before the run: end (default: one message, "
+                                          "exit code 1), wait (until it answers, up to --preflight-wait-s), off")),
+    ("--preflight-wait-s", dict(default="", help="with --preflight wait: seconds to wait for the server "
+                                                 "(default 300)")),
+    ("--master-lost-after", dict(default="", help="workers: seconds without a heartbeat from the master before "
+                                                  "a worker stops, keeps its rows on its own disk and exits "
+                                                  "(default 20)")),
+    ("--calibration", dict(default="", help="the JSON `llmload calibrate` wrote (default: ~/.cache/llmload/"
+                                            "calibration.json when it is this host's); the client-limited verdict "
+                                            "uses it")),
+)
+
+
+def env_var(flag: str) -> str:
+    return "LLMLOAD_" + flag.lstrip("-").replace("-", "_").upper()
+
+
+def add_arguments(parser: Any) -> None:
+    """Add llmload's options to Locust's parser, under their own heading."""
+    group = parser.add_argument_group(GROUP, GROUP_HELP)
+    for flag, kwargs in OPTIONS:
+        action = group.add_argument(flag, env_var=env_var(flag), **kwargs)
+        # What Locust's own add_argument marks (a group's does not): the field shows in the web UI's
+        # start form. Not --slo: the form would post its empty list back as one empty SLO.
+        action.include_in_web_ui = kwargs.get("action") != "append"
+        action.is_secret = action.is_required = action.is_multiple = False
+
+
+def option(environment: Any, name: str, default: Any = None) -> Any:
+    """An option's value (``name`` as argparse stores it: ``request_timeout``), or ``default``
+    when it was not given (None, empty text or an empty list)."""
+    opts = getattr(environment, "parsed_options", None)
+    value = getattr(opts, name, None) if opts is not None else None
+    return default if value in (None, "", []) else value
+
+
+def api_key_from_env() -> str | None:
+    return os.environ.get("LLMLOAD_API_KEY") or os.environ.get("OPENAI_API_KEY") or None

@@ -1,0 +1,264 @@
+"""``PREFIX_run.json``: what a run was, so that its numbers can be told apart from another run's.
+
+One manifest per run, written by the process that writes ``PREFIX_requests.csv`` (the master or
+the local process) when the test starts, and again with its end time when it stops. Every row
+of that run carries the same ``run_id``. Fields: ``run_id, start_time, start, end_time, end,
+llmload_version, locust_version, command_line`` (secrets removed), ``host, model, models``
+(the server's ``/v1/models`` answer), ``scenarios`` (file, sha256), ``seed, workers,
+stop_timeout, shape`` (the shape class and its resolved settings).
+
+Usage::
+
+    run = RunIdentity(); run.start(environment, config, "runs/chat", "local")   # at test start
+    rows = run.pass_on(rows)                                            # every batch written
+    run.finish(time.time())                                             # at the end
+    # the parts:
+    run_id = new_run_id(time.time())
+    data = build_manifest(run_id, time.time(), argv=sys.argv, host=..., models=fetch_models(host, key), ...)
+    write_manifest("runs/chat_run.json", data)
+    finish_manifest("runs/chat_run.json", data, time.time())
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from llmload.metrics.record import CSV_COLUMNS
+
+MANIFEST_SUFFIX = "_run.json"
+MODELS_TIMEOUT_S = 5.0
+_RUN_ID_COL = CSV_COLUMNS.index("run_id")
+_SECRET_WORDS = {"key", "apikey", "token", "secret", "password", "passwd", "pass", "auth", "authorization", "login",
+                 "credential", "credentials", "cookie", "bearer"}
+_URL_USERINFO = re.compile(r"(\w+://)([^/@\s:]+):([^/@\s]*)@")
+
+
+def new_run_id(now: float) -> str:
+    """``20261130T101500Z-3f9a1c``: sortable by start time, unique across runs and machines."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)) + "-" + secrets.token_hex(3)
+
+
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """The command line without secrets: values of flags named like keys, tokens, passwords or
+    logins, and the password of any ``scheme://user:password@`` URL."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append("***")
+            hide_next = False
+            continue
+        if arg.startswith("-") and _secret_flag(arg.split("=", 1)[0]):
+            if "=" in arg:
+                out.append(arg.split("=", 1)[0] + "=***")
+            else:
+                out.append(arg)
+                hide_next = True
+            continue
+        out.append(_URL_USERINFO.sub(r"\1\2:***@", arg))
+    return out
+
+
+def _secret_flag(flag: str) -> bool:
+    """``--api-key``, ``--web-login``, ``--auth-token``: yes; ``--output-tokens``: no."""
+    return any(w in _SECRET_WORDS for w in re.split(r"[-_]+", flag.lstrip("-").lower()))
+
+
+def redact_url(url: str | None) -> str | None:
+    return None if url is None else _URL_USERINFO.sub(r"\1\2:***@", url)
+
+
+def file_hash(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def scenario_entries(paths: Iterable[str]) -> list[dict[str, Any]]:
+    """Each scenario file's name and content hash (sha256)."""
+    out = []
+    for path in paths:
+        entry: dict[str, Any] = {"file": path}
+        try:
+            entry["sha256"] = file_hash(path)
+        except OSError as e:
+            entry["error"] = str(e)
+        out.append(entry)
+    return out
+
+
+def fetch_models(host: str | None, api_key: str | None, timeout: float = MODELS_TIMEOUT_S) -> Any:
+    """The server's ``GET /v1/models`` answer (parsed JSON), or ``{"error": ...}``."""
+    if not host:
+        return {"error": "no host"}
+    url = host.rstrip("/") + ("/models" if host.rstrip("/").endswith("/v1") else "/v1/models")
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read().decode("utf-8", "replace"))
+    except (OSError, ValueError, urllib.error.URLError) as e:
+        return {"error": f"{redact_url(url)}: {e}"[:300]}
+
+
+def first_model_id(models: Any) -> str | None:
+    data = models.get("data") if isinstance(models, dict) else None
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        return data[0].get("id")
+    return None
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def build_manifest(run_id: str, start: float, *, argv: Sequence[str], host: str | None, model: str | None,
+                   models: Any, scenario_files: Iterable[str], seed: int | None, scenario_seeds: dict[str, int],
+                   workers: int, stop_timeout: float | None, shape: dict[str, Any] | None,
+                   locust_version: str, llmload_version: str) -> dict[str, Any]:
+    """The manifest of a run that starts now (``end_time`` is filled by :func:`finish_manifest`)."""
+    return {
+        "run_id": run_id,
+        "start_time": round(start, 3),
+        "start": _iso(start),
+        "end_time": None,
+        "end": None,
+        "llmload_version": llmload_version,
+        "locust_version": locust_version,
+        "command_line": redact_argv(["locust", *argv[1:]] if argv and "locust" in argv[0] else argv),
+        "host": redact_url(host),
+        "model": model or first_model_id(models),
+        "models": models,
+        "scenarios": scenario_entries(scenario_files),
+        "seed": seed,
+        "scenario_seeds": scenario_seeds,
+        "workers": workers,
+        "stop_timeout": stop_timeout,
+        "shape": shape,
+    }
+
+
+def finish_manifest(path: str, data: dict[str, Any], end: float) -> None:
+    data["end_time"] = round(end, 3)
+    data["end"] = _iso(end)
+    write_manifest(path, data)
+
+
+def write_manifest(path: str, data: dict[str, Any]) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, default=str)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+class RunManifest:
+    """The manifest of the run in progress, for the process that writes the CSVs. The server's
+    ``/v1/models`` is asked in a greenlet so that a slow server never delays the test's start."""
+
+    def __init__(self, path: str, data: dict[str, Any], host: str | None, api_key: str | None,
+                 shape: Any = None) -> None:
+        import gevent
+
+        self.path = path
+        self.data = data
+        self.shape = shape
+        self._fetch = gevent.spawn(self._fill_models, host, api_key)
+
+    def _fill_models(self, host: str | None, api_key: str | None) -> None:
+        models = fetch_models(host, api_key)
+        self.data["models"] = models
+        self.data["model"] = self.data.get("model") or first_model_id(models)
+        write_manifest(self.path, self.data)
+
+    def finish(self, end: float) -> None:
+        self._fetch.join(timeout=MODELS_TIMEOUT_S + 1.0)
+        self._fetch.kill(block=False)
+        if self.shape is not None and self.data.get("shape"):  # what the shape did (the search's steps)
+            self.data["shape"] = {"class": type(self.shape).__name__, **_describe(self.shape)}
+        finish_manifest(self.path, self.data, end)
+
+
+def _describe(shape: Any) -> dict[str, Any]:
+    describe = getattr(shape, "describe", None)
+    try:
+        return describe() if callable(describe) else {}
+    except (ValueError, TypeError, AttributeError) as e:  # a shape the run could not use
+        return {"error": str(e)}
+
+
+def start_manifest(environment: Any, config: Any, run_id: str, prefix: str, workers: int,
+                   api_key: str | None) -> RunManifest:
+    """Write ``PREFIX_run.json`` for a run that starts now (the test_start of the CSV writer)."""
+    import sys
+
+    import locust
+
+    from llmload import __version__
+
+    opts = environment.parsed_options
+    shape = environment.shape_class
+    shape_info = None if shape is None else {"class": type(shape).__name__, **_describe(shape)}
+    host = environment.host or next((c.host for c in environment.user_classes if getattr(c, "host", None)), None)
+    data = build_manifest(
+        run_id, time.time(), argv=sys.argv, host=host, model=getattr(opts, "model", None) or None,
+        models=None, scenario_files=[s.path for s in config.scenarios], seed=getattr(opts, "seed", None),
+        scenario_seeds={s.path: s.seed for s in config.scenarios}, workers=workers,
+        stop_timeout=environment.stop_timeout, shape=shape_info, locust_version=locust.__version__,
+        llmload_version=__version__)
+    path = prefix + MANIFEST_SUFFIX
+    write_manifest(path, data)
+    return RunManifest(path, data, host, api_key, shape)
+
+
+class RunIdentity:
+    """The run's id and manifest for one Locust process: the CSV writer (master or local) makes
+    them at each test start; a worker gets the id from its master. :meth:`stamp` puts the id in
+    each row's ``run_id`` cell (rows are stamped when they leave the queue: shipped or written);
+    :meth:`pass_on` also hands each written batch to ``listeners`` (the search shape)."""
+
+    def __init__(self) -> None:
+        self.run_id = ""
+        self.manifest: RunManifest | None = None
+        self.listeners: list[Any] = []
+
+    def start(self, environment: Any, config: Any, prefix: str | None, mode: str) -> None:
+        """At a test start: a new id and manifest in the process that writes the CSV (not a worker)."""
+        from llmload.plugin.options import api_key_from_env
+
+        if mode == "worker":
+            return
+        self.run_id = new_run_id(time.time())
+        if prefix:
+            workers = int(getattr(environment.runner, "worker_count", 1))
+            self.manifest = start_manifest(environment, config, self.run_id, prefix, workers, api_key_from_env())
+
+    def stamp(self, rows: list) -> list:
+        """Rows with this run's id in their run_id cell (unchanged while the id is unknown)."""
+        if self.run_id:
+            col, run_id = _RUN_ID_COL, self.run_id
+            rows = [(*row[:col], run_id, *row[col + 1:]) for row in rows]
+        return rows
+
+    def pass_on(self, rows: list) -> list:
+        """:meth:`stamp`, then every listener gets the rows (each batch written once)."""
+        rows = self.stamp(rows)
+        for listener in self.listeners:
+            listener(rows)
+        return rows
+
+    def finish(self, end: float) -> None:
+        if self.manifest is not None:
+            self.manifest.finish(end)
+            self.manifest = None

@@ -1,0 +1,79 @@
+"""The run's ``PREFIX_run.json`` as the report reads it: the manifest of the rows' run, if any.
+
+Usage::
+
+    manifest, warnings = read_manifest("runs/chat", run_id="20261130T101500Z-3f9a1c")
+    manifest_rows(manifest)        # [["run id", "..."], ["start → end", "..."], ...] for the header
+    search_warmup(manifest)        # the search shape's warm-up, for the report to use the same
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+from llmload.plugin.run_manifest import MANIFEST_SUFFIX
+
+
+def manifest_path(prefix: str) -> str:
+    """``runs/chat`` (or ``runs/chat_requests.csv``, ``runs/chat_requests.worker0.csv``) → ``runs/chat_run.json``."""
+    return re.sub(r"_requests(\.[^/]*)?\.csv$", "", prefix) + MANIFEST_SUFFIX
+
+
+def read_manifest(prefix: str, run_id: str | None) -> tuple[dict[str, Any] | None, list[str]]:
+    """The manifest when it is of the rows' run; else None and, when one is there, why not used."""
+    path = manifest_path(prefix)
+    if not os.path.exists(path):
+        return None, ([f"{path}: missing; the run's identity (versions, command line, server) is unknown"]
+                      if run_id else [])
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        return None, [f"{path}: cannot read it ({e}); the run's identity is not shown"]
+    if not isinstance(data, dict):
+        return None, [f"{path}: expected a JSON object; the run's identity is not shown"]
+    if run_id is None:
+        return None, [f"{path} is of run {data.get('run_id')!r}, but the rows carry no run_id "
+                      "(written before runs had ids): not shown"]
+    if data.get("run_id") != run_id:
+        return None, [f"{path} is of run {data.get('run_id')!r}, not of the rows' run {run_id!r}: not shown"]
+    return data, []
+
+
+def search_warmup(manifest: dict[str, Any] | None) -> float | None:
+    shape = (manifest or {}).get("shape") or {}
+    value = shape.get("warmup_s") if "search" in shape else None
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _shape_text(shape: dict[str, Any]) -> str:
+    keep = {k: v for k, v in shape.items() if k not in ("class", "steps") or (k == "steps" and "search" not in shape)}
+    text = f"{shape.get('class', '?')} " + ", ".join(f"{k}={v}" for k, v in keep.items() if k != "class")
+    if "search" in shape and shape.get("steps"):
+        path = " → ".join(f"{p['level']:g}{'✓' if p['passed'] else '✗'}" for p in shape["steps"])
+        text += f"; steps: {path}"
+    return text
+
+
+def manifest_rows(m: dict[str, Any]) -> list[list[str]]:
+    """Key/value rows for the report's header."""
+    rows = [["run id", str(m.get("run_id"))],
+            ["start → end (UTC)", f"{m.get('start')} → {m.get('end') or 'still running or killed'}"],
+            ["llmload / Locust", f"{m.get('llmload_version')} / {m.get('locust_version')}"],
+            ["host", str(m.get("host"))], ["model", str(m.get("model"))]]
+    models = m.get("models")
+    if isinstance(models, dict) and isinstance(models.get("data"), list):
+        rows.append(["server's /v1/models", ", ".join(str(d.get("id")) for d in models["data"] if isinstance(d, dict))])
+    elif isinstance(models, dict) and "error" in models:
+        rows.append(["server's /v1/models", f"not read: {models['error']}"])
+    for sc in m.get("scenarios") or []:
+        rows.append(["scenario file", f"`{sc.get('file')}` (sha256 {str(sc.get('sha256', '?'))[:12]}…)"])
+    rows += [["seed / workers", f"{m.get('seed')} / {m.get('workers')}"],
+             ["stop timeout (s)", str(m.get("stop_timeout"))]]
+    if m.get("shape"):
+        rows.append(["shape", _shape_text(m["shape"])])
+    rows.append(["command line", "`" + " ".join(m.get("command_line") or []) + "`"])
+    return rows

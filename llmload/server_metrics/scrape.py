@@ -1,0 +1,275 @@
+"""Reading the server's own Prometheus metrics during a run: the scraping loop (I/O).
+
+One process scrapes: the master in a distributed run, the only process otherwise (the plugin
+starts a scraper at each test start and stops it at the end; workers never scrape). Every
+``interval_s`` one greenlet per endpoint fetches its ``/metrics``; the body is parsed, mapped to
+the common names (:mod:`llmload.server_metrics`), appended to ``PREFIX_server_metrics.csv`` and
+folded into a :class:`~llmload.server_metrics.series.FleetSeries` for the live view.
+
+A metrics endpoint must never slow or break the load, so:
+
+* each fetch is bounded in time (``timeout_s``, at most the interval: a dead endpoint costs one
+  waiting greenlet, never a blocked loop) and in size (the ``Content-Length`` is checked first,
+  then at most ``MAX_EXPOSITION_BYTES + 1`` bytes are read: a runaway body is dropped, not kept);
+* the parsing (pure-Python ``prometheus_client``, ~23 ms for a 137 kB vLLM body) runs in the
+  scraping greenlet in slices of about 0.5 ms, each followed by a loop turn, so the users' streams
+  are read between slices (a pool thread would not help: it holds the GIL for 5-ms switch
+  intervals, which showed as a 3.5-ms loop stall at every scrape);
+* the first failure of an endpoint is one warning; later ones are only ``up`` 0 rows in the CSV.
+
+Without ``--server-metrics`` the target host is probed once per test, at the paths the known
+engines use (``/metrics``, then TensorRT-LLM's ``/prometheus/metrics``); the first that answers
+with Prometheus text is scraped, and a host that has none is told once, as information.
+
+Usage::
+
+    scraper = start_scraper(config.server_metrics, host, csv_prefix)   # the plugin, at test start; or:
+    scraper = ServerMetricsScraper(["http://gpu:8000/metrics"], interval_s=2.0,
+                                   csv_path="runs/x_server_metrics.csv")   # or urls=[], host=...
+    scraper.start()
+    scraper.samples[-1]      # the newest live sample: running, waiting, kv_usage_pct, ...
+    scraper.stop()
+"""
+
+from __future__ import annotations
+
+import csv
+import http.client
+import logging
+import os
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from time import perf_counter
+from typing import IO, Any
+
+import gevent
+
+from llmload.health.stalls import TURN_BUDGET_S, let_io_run
+from llmload.server_metrics import (
+    DEFAULT_PATHS,
+    MAX_EXPOSITION_BYTES,
+    ExpositionError,
+    ServerSnapshot,
+    detect_engine,
+    map_samples,
+    parse_exposition,
+    snapshot,
+)
+from llmload.server_metrics.known import MappedSample
+from llmload.server_metrics.series import CSV_HEADER, FleetSeries, csv_rows, failed_rows, live_point
+
+log = logging.getLogger("llmload")
+
+MAX_TIMEOUT_S = 10.0
+LIVE_WINDOW_S = 10.0
+KEEP_POINTS = 600  # combined scrapes kept for the live view (20 min at 2 s)
+KEEP_SAMPLES = 20_000
+
+
+# Straight to the server, as the load goes: no proxy from the environment (http_proxy ...).
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class ScrapeError(Exception):
+    """One scrape that failed; the message says why."""
+
+
+def fetch(url: str, timeout_s: float, max_bytes: int = MAX_EXPOSITION_BYTES) -> bytes:
+    """GET ``url``: the body, or ScrapeError. Bounded in time (the whole exchange) and size."""
+    headers = {"Accept": "text/plain; version=0.0.4", "User-Agent": f"llmload-server-metrics (pid {os.getpid()})"}
+    try:
+        with gevent.Timeout(timeout_s, ScrapeError(f"no complete answer within {timeout_s:g} s")), \
+                _OPENER.open(urllib.request.Request(url, headers=headers), timeout=timeout_s) as resp:
+            declared = resp.headers.get("Content-Length", "")
+            if declared.isdigit() and int(declared) > max_bytes:
+                raise ScrapeError(f"the body is {int(declared)} bytes (Content-Length), over the {max_bytes}-byte "
+                                  "cap for a metrics exposition; not read")
+            body = resp.read(max_bytes + 1)
+    except urllib.error.HTTPError as e:
+        raise ScrapeError(f"HTTP {e.code} {e.reason}") from None
+    except urllib.error.URLError as e:
+        raise ScrapeError(f"cannot connect: {e.reason}") from None
+    except (OSError, http.client.HTTPException, ValueError) as e:
+        raise ScrapeError(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__) from None
+    if len(body) > max_bytes:
+        raise ScrapeError(f"the body is over the {max_bytes}-byte cap for a metrics exposition; stopped reading")
+    return body
+
+
+def parse_in_slices(body: bytes, url: str) -> tuple[str | None, ServerSnapshot, list[MappedSample]]:
+    """Parse in the scraping greenlet, letting the loop poll its sockets after every
+    ``stalls.TURN_BUDGET_S`` of parsing. Not in a pool thread: the parse holds the GIL either way, and
+    a thread holds it for whole switch intervals (5 ms), which stalled every stream's reads."""
+    since = perf_counter()
+
+    def pause() -> None:
+        nonlocal since
+        if perf_counter() - since > TURN_BUDGET_S:
+            let_io_run()
+            since = perf_counter()
+
+    exposition = parse_exposition(body, source=url, pause=pause)
+    let_io_run()  # each step below takes ~1 ms for TGI's 1,700 samples
+    engine = detect_engine(exposition)
+    snap = snapshot(exposition, engine)
+    let_io_run()
+    return engine, snap, map_samples(exposition, engine)
+
+
+def candidate_urls(host: str) -> list[str]:
+    """Where the known engines serve Prometheus text on ``host`` (its scheme and address)."""
+    parts = urllib.parse.urlsplit(host)
+    return [urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", "")) for path in DEFAULT_PATHS]
+
+
+class ServerMetricsScraper:
+    """See the module docstring. ``urls`` empty: probe ``host`` at the known paths."""
+
+    def __init__(self, urls: list[str], interval_s: float = 2.0, csv_path: str | None = None,
+                 host: str | None = None) -> None:
+        self.urls = list(urls)
+        self.host = host
+        self.interval_s = interval_s
+        self.timeout_s = min(interval_s, MAX_TIMEOUT_S)
+        self.csv_path = csv_path
+        self.series = FleetSeries(keep=KEEP_POINTS)
+        self.samples: list[dict[str, Any]] = []
+        """One live sample per tick (see :func:`~llmload.server_metrics.series.live_point`)."""
+        self.engines: dict[str, str | None] = {}
+        self.scrapes = 0
+        self.failures = 0
+        self.rows_written = 0
+        self.busy_s = 0.0
+        """Time spent per scrape between the body's arrival and the CSV write, summed (parse, map, write)."""
+        self._warned: set[str] = set()
+        self._file: IO[str] | None = None
+        self._csv: Any = None
+        self._greenlet: gevent.Greenlet | None = None
+        self._stopped = False
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._greenlet = gevent.spawn(self._run)
+
+    def stop(self) -> None:
+        """End the loop and close the CSV (idempotent)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._greenlet is not None:
+            self._greenlet.kill(block=True, timeout=self.timeout_s + 1.0)
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self.scrapes:
+            where = f", {self.rows_written} rows in {self.csv_path}" if self.rows_written else ""
+            log.info("llmload: server metrics: %d scrape(s) of %s, %d failed%s", self.scrapes,
+                     ", ".join(self.urls), self.failures, where)
+
+    @property
+    def running(self) -> bool:
+        return self._greenlet is not None and not self._greenlet.dead
+
+    # -- the loop --------------------------------------------------------------------------------
+    def _run(self) -> None:
+        if not self.urls and not self._discover():
+            return
+        next_tick = time.monotonic()
+        while True:
+            self.tick(time.time())
+            next_tick += self.interval_s
+            delay = next_tick - time.monotonic()
+            if delay < 0:  # a tick ran long: start again from now rather than bunching up
+                next_tick, delay = time.monotonic(), 0.0
+            gevent.sleep(delay)
+
+    def tick(self, t: float) -> None:
+        """Scrape every endpoint once (in parallel), then write and fold in what came back."""
+        jobs = {url: gevent.spawn(self._scrape, url, t) for url in self.urls}
+        gevent.joinall(list(jobs.values()))
+        results = {url: job.value if job.successful() else (None, failed_rows(t, url, 0.0))
+                   for url, job in jobs.items()}
+        let_io_run()
+        t0 = time.perf_counter()
+        self._write([row for _, rows in results.values() for row in rows])
+        let_io_run()
+        self.series.add(t, {url: snap for url, (snap, _) in results.items()})
+        point = live_point(self.series.points, t, LIVE_WINDOW_S)
+        if point is not None:
+            point["endpoints_up"] = sum(self.series.answered.values())
+            point["endpoints"] = len(self.urls)
+            self.samples.append(point)
+            del self.samples[:-KEEP_SAMPLES]
+        self.busy_s += time.perf_counter() - t0
+
+    def _scrape(self, url: str, t: float) -> tuple[ServerSnapshot | None, list[tuple[Any, ...]]]:
+        t0 = time.perf_counter()
+        self.scrapes += 1
+        try:
+            body = fetch(url, self.timeout_s)
+            t1 = time.perf_counter()
+            engine, snap, mapped = parse_in_slices(body, url)
+        except (ScrapeError, ExpositionError) as e:
+            self.failures += 1
+            self._warn(url, str(e))
+            return None, failed_rows(t, url, time.perf_counter() - t0)
+        self.engines[url] = engine
+        let_io_run()
+        rows = csv_rows(t, url, mapped, engine=engine, duration_s=time.perf_counter() - t0)
+        self.busy_s += time.perf_counter() - t1
+        return snap, rows
+
+    def _warn(self, url: str, reason: str) -> None:
+        if url in self._warned:
+            return
+        self._warned.add(url)
+        log.warning("llmload: server metrics from %s: %s; still trying every %g s, without repeating this warning",
+                    url, reason, self.interval_s)
+
+    def _discover(self) -> bool:
+        """Probe the target host at the known paths; keep the first that answers with metrics."""
+        if not self.host:
+            return False
+        reasons = []
+        for url in candidate_urls(self.host):
+            try:
+                engine, snap, mapped = parse_in_slices(fetch(url, self.timeout_s), url)
+            except (ScrapeError, ExpositionError) as e:
+                reasons.append(f"{url}: {str(e)[:160]}")
+                continue
+            if mapped:
+                self.urls = [url]
+                log.info("llmload: reading server metrics from %s (%s) every %g s", url,
+                         engine or "unknown engine: kept raw", self.interval_s)
+                return True
+            reasons.append(f"{url}: no samples")
+        log.info("llmload: no server metrics on the target host (%s); pass --server-metrics URL to read them "
+                 "elsewhere, or --no-server-metrics to not look", "; ".join(reasons))
+        return False
+
+    def _write(self, rows: list[tuple[Any, ...]]) -> None:
+        if not self.csv_path or not rows:
+            return
+        if self._file is None:
+            os.makedirs(os.path.dirname(os.path.abspath(self.csv_path)), exist_ok=True)
+            new = not os.path.exists(self.csv_path) or os.path.getsize(self.csv_path) == 0
+            self._file = open(self.csv_path, "a", newline="", encoding="utf-8")  # noqa: SIM115
+            self._csv = csv.writer(self._file)
+            if new:
+                self._csv.writerow(CSV_HEADER)
+        self._csv.writerows(rows)
+        self._file.flush()
+        self.rows_written += len(rows)
+
+
+def start_scraper(setup: Any, host: str | None, csv_prefix: str | None) -> ServerMetricsScraper | None:
+    """A running scraper for one test, or None when scraping is off or there is nowhere to look.
+    ``setup`` is the run's :class:`~llmload.plugin.config.ServerMetricsSetup` (``urls``, ``interval_s``, ``off``)."""
+    if setup.off or not (setup.urls or host):
+        return None
+    path = f"{csv_prefix}_server_metrics.csv" if csv_prefix else None
+    scraper = ServerMetricsScraper(list(setup.urls), setup.interval_s, path, host=host)
+    scraper.start()
+    return scraper

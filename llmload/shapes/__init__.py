@@ -1,0 +1,21 @@
+"""Load shapes: Locust's ``LoadTestShape`` classes (``load_shapes``) over pure schedules
+(``schedules``) and the capacity search's bisection and step judge (``search``).
+
+The shape classes load lazily, so the pure modules can be imported without Locust.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_LAZY = {name: "llmload.shapes.load_shapes"
+         for name in ("StepLoadShape", "RampLoadShape", "RateLadderShape", "SearchLoadShape")}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'llmload.shapes' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,341 @@
+"""Load shapes: how many users (or how many arrivals per second) run when, and the SLO stop.
+
+* :class:`StepLoadShape`: each user count of ``steps`` for ``step_seconds``, then the end.
+* :class:`RampLoadShape`: a straight ramp from ``ramp_from`` to ``ramp_users`` over
+  ``ramp_seconds``, then ``hold_seconds`` at the top.
+* :class:`RateLadderShape`: for open-loop workloads: ``users`` senders while the arrival rate
+  climbs ``rate_steps`` (requests/s), one per ``step_seconds``.
+* :class:`SearchLoadShape`: finds the highest load that meets every SLO by bisection over
+  measured steps (``--search users|rate --search-min N --search-max N --search-precision N``),
+  each step held past its warm-up until it has enough requests; then ends the run
+  (:mod:`llmload.shapes.search`).
+
+Every shape gives the requests in flight at the end time to finish: without ``--stop-timeout``,
+Locust's stop timeout becomes ``DEFAULT_STOP_TIMEOUT_S``, so the last step loses no request.
+
+Settings come from the command line (``--steps``, ``--step-seconds``, ``--step-spawn-rate``,
+``--ramp-users``, ``--ramp-seconds``, ``--ramp-hold-seconds``, ``--rate-steps``, ``--search*``;
+in the web UI's start form too), else from a ``shape:`` mapping in the scenario file, else from
+the class.
+Locust's ``--class-picker`` lets the web UI choose among the shapes of a locustfile.
+
+**SLO stop** (``--slo-stop-after S``): when an SLO (``--slo`` or the scenario's ``slo:``) stays
+broken on the live window for S seconds, ``--slo-stop-action stop`` ends the run and ``hold``
+goes back to the last step that met every SLO and holds it to the end of the schedule. So
+"find my capacity" is one command. The pure schedules are :func:`step_schedule` and
+:func:`ramp_schedule`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from locust import LoadTestShape
+
+from llmload.metrics.slo import DEFAULT_ERROR_BUDGET, broken_slos, with_error_budget
+from llmload.metrics.stats import ScenarioStats
+from llmload.shapes.schedules import parse_rates, parse_steps, ramp_schedule, step_schedule
+from llmload.shapes.search import MODES, Bisection, StepSample
+
+DEFAULT_STOP_TIMEOUT_S = 60.0
+log = logging.getLogger("llmload")
+
+
+class _Settings:
+    """CLI option > scenario ``shape:`` > class attribute, for one shape instance."""
+
+    def __init__(self, shape: LoadTestShape) -> None:
+        env = shape.runner.environment if shape.runner is not None else None
+        self.opts = env.parsed_options if env is not None else None
+        self.plugin = getattr(env, "llmload", None)
+        self.yaml = self.plugin.config.shape if self.plugin is not None else {}
+        self.shape = shape
+
+    def get(self, option: str, yaml_key: str, attr: str) -> Any:
+        v = getattr(self.opts, option, None) if self.opts is not None else None
+        if v not in (None, "", 0, 0.0):
+            return v
+        if yaml_key in self.yaml:
+            return self.yaml[yaml_key]
+        return getattr(self.shape, attr)
+
+
+class _SLOStop:
+    """Watches the live window; says when an SLO has stayed broken long enough."""
+
+    def __init__(self, settings: _Settings) -> None:
+        self.plugin = settings.plugin
+        self.after_s = float(settings.get("slo_stop_after", "slo_stop_after_s", "slo_stop_after_s") or 0.0)
+        self.action = settings.get("slo_stop_action", "slo_stop_action", "slo_stop_action") or "stop"
+        if self.action not in ("stop", "hold"):
+            raise ValueError(f"--slo-stop-action {self.action!r}: expected stop or hold")
+        self.slos = self.plugin.config.slos if self.plugin is not None and self.after_s > 0 else []
+        self.broken_since: float | None = None
+        self.broken: list[str] = []
+
+    def check(self, now: float) -> bool:
+        """True once some SLO has been broken for ``after_s`` without a break."""
+        if not self.slos:
+            return False
+        per, _ = self.plugin.live.merged(now, self.plugin.live_lag_s())
+        total = ScenarioStats()
+        for s in per.values():
+            total.merge(s)
+        self.broken = broken_slos(self.slos, per, total)
+        if not self.broken:
+            self.broken_since = None
+            return False
+        if self.broken_since is None:
+            self.broken_since = now
+        return now - self.broken_since >= self.after_s
+
+
+class _LLMShape(LoadTestShape):
+    """What every llmload shape does at the start of a test: a default stop timeout."""
+
+    abstract = True
+
+    def reset_time(self) -> None:  # Locust calls it when a shape test starts, before the first tick
+        super().reset_time()
+        env = self.runner.environment if self.runner is not None else None
+        if env is not None and not env.stop_timeout:
+            env.stop_timeout = DEFAULT_STOP_TIMEOUT_S
+            log.info("llmload: requests in flight at the end get up to %g s to finish (--stop-timeout)",
+                     DEFAULT_STOP_TIMEOUT_S)
+
+    def describe(self) -> dict[str, Any]:
+        """The shape's settings as this run resolved them (for PREFIX_run.json)."""
+        return {}
+
+    def _report(self, text: str) -> None:
+        plugin = getattr(self.runner.environment, "llmload", None) if self.runner is not None else None
+        if plugin is not None:
+            plugin.stop_reason = text
+        log.warning(text)
+
+
+class StepLoadShape(_LLMShape):
+    abstract = True
+    steps: Sequence[int] = (4, 8, 16, 32)
+    step_seconds: float = 30.0
+    spawn_rate: float = 100.0
+    slo_stop_after_s: float = 0.0
+    slo_stop_action: str = "stop"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._stop: _SLOStop | None = None
+        self._good: dict[int, bool] = {}  # step index → met every SLO at its last check
+        self._held: int | None = None
+
+    def _settings(self) -> tuple[tuple[int, ...], float, float]:
+        s = _Settings(self)
+        steps = parse_steps(s.get("steps", "steps", "steps"))
+        seconds = float(s.get("step_seconds", "step_seconds", "step_seconds"))
+        rate = float(s.get("step_spawn_rate", "spawn_rate", "spawn_rate"))
+        if seconds <= 0 or rate <= 0:
+            raise ValueError(f"step shape: step seconds and spawn rate must be > 0, got {seconds}, {rate}")
+        if self._stop is None:
+            self._stop = _SLOStop(s)
+        return steps, seconds, rate
+
+    def tick(self) -> tuple[int, float] | None:
+        steps, seconds, rate = self._settings()
+        t = self.get_run_time()
+        if self._held is not None:
+            return (self._held, rate) if t < len(steps) * seconds else None
+        users = step_schedule(t, steps, seconds)
+        if users is None:
+            return None
+        index = int(t // seconds)
+        stop = self._stop
+        if stop is not None and stop.slos:
+            tripped = stop.check(time.time())
+            self._good[index] = not stop.broken
+            if tripped:
+                good = [steps[i] for i in sorted(self._good) if self._good[i] and i < index]
+                last_good = good[-1] if good else None
+                what = ", ".join(stop.broken)
+                if stop.action == "hold" and last_good is not None:
+                    self._held = last_good
+                    self._report(f"SLO stop: {what} for {stop.after_s:g} s at {users} users; holding the last step "
+                                 f"that met every SLO, {last_good} users, to the end of the schedule")
+                    return last_good, rate
+                self._report(f"SLO stop: {what} for {stop.after_s:g} s at {users} users; last step that met every "
+                             f"SLO: {last_good if last_good is not None else 'none'} users; run ended")
+                return None
+        return users, rate
+
+    def describe(self) -> dict[str, Any]:
+        steps, seconds, rate = self._settings()
+        return {"steps": list(steps), "step_seconds": seconds, "spawn_rate": rate,
+                "slo_stop_after_s": self._stop.after_s if self._stop else 0.0,
+                "slo_stop_action": self._stop.action if self._stop else "stop"}
+
+
+class RampLoadShape(_LLMShape):
+    abstract = True
+    ramp_from: int = 1
+    ramp_users: int = 64
+    ramp_seconds: float = 300.0
+    hold_seconds: float = 0.0
+
+    def tick(self) -> tuple[int, float] | None:
+        s = _Settings(self)
+        end = int(s.get("ramp_users", "ramp_users", "ramp_users"))
+        ramp_s = float(s.get("ramp_seconds", "ramp_seconds", "ramp_seconds"))
+        hold_s = float(s.get("ramp_hold_seconds", "ramp_hold_seconds", "hold_seconds"))
+        if end <= 0 or ramp_s < 0 or hold_s < 0:
+            raise ValueError(f"ramp shape: expected users > 0 and seconds >= 0, got {end}, {ramp_s}, {hold_s}")
+        users = ramp_schedule(self.get_run_time(), self.ramp_from, end, ramp_s, hold_s)
+        if users is None:
+            return None
+        rate = max(1.0, abs(end - self.ramp_from) / max(ramp_s, 1.0) * 2)
+        return users, rate
+
+    def describe(self) -> dict[str, Any]:
+        s = _Settings(self)
+        return {"ramp_from": self.ramp_from, "ramp_users": int(s.get("ramp_users", "ramp_users", "ramp_users")),
+                "ramp_seconds": float(s.get("ramp_seconds", "ramp_seconds", "ramp_seconds")),
+                "hold_seconds": float(s.get("ramp_hold_seconds", "ramp_hold_seconds", "hold_seconds"))}
+
+
+class RateLadderShape(_LLMShape):
+    abstract = True
+    users: int = 64  # senders; the arrival rate, not this, sets the load
+    rate_steps: Sequence[float] = (1.0, 2.0, 4.0, 8.0)
+    step_seconds: float = 30.0
+
+    def tick(self) -> tuple[int, float] | None:
+        s = _Settings(self)
+        rates = parse_rates(s.get("rate_steps", "rate_steps", "rate_steps"))
+        seconds = float(s.get("step_seconds", "step_seconds", "step_seconds"))
+        users = self.users
+        rate = step_schedule(self.get_run_time(), rates, seconds)
+        if rate is None:
+            return None
+        if s.plugin is not None:
+            s.plugin.set_arrival_rate(rate)
+        return users, float(users)
+
+    def describe(self) -> dict[str, Any]:
+        s = _Settings(self)
+        return {"users": self.users, "rate_steps": list(parse_rates(s.get("rate_steps", "rate_steps", "rate_steps"))),
+                "step_seconds": float(s.get("step_seconds", "step_seconds", "step_seconds"))}
+
+
+class SearchLoadShape(_LLMShape):
+    """Bisects for the highest load that meets every SLO (``--slo``, the scenario's ``slo:``, and
+    the error budget ``error_rate`` ≤ 1 % unless an ``error_rate`` SLO is given), then ends the run.
+    ``search = "users"`` steps the user count; ``"rate"`` the arrival rate of open-loop workloads,
+    with ``users`` senders. See :mod:`llmload.shapes.search` for the steps it takes and when a step is done."""
+
+    abstract = True
+    search: str = "users"
+    search_min: float = 1
+    search_max: float = 64
+    search_precision: float = 4
+    warmup_s: float = 5.0  # as `llmload report --warmup-s` (which reads this run's value from PREFIX_run.json)
+    spawn_rate: float = 100.0
+    sample_floor: int = 30  # ok requests per step, as the report's --sample-floor
+    max_step_seconds: float = 600.0  # a step that cannot reach the floor in this long fails
+    users: int = 64  # rate search: senders
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._clear()
+
+    def reset_time(self) -> None:
+        super().reset_time()
+        self._clear()  # a new test (the web UI's start after a stop) searches afresh
+
+    def _clear(self) -> None:
+        self._search: Bisection | None = None
+        self._step: StepSample | None = None
+        self._level: float | None = None
+        self._step_started = 0.0
+        self._settings_cache: dict[str, Any] = {}
+
+    def settings(self) -> dict[str, Any]:
+        if not getattr(self, "_settings_cache", None):
+            s = _Settings(self)
+            mode = str(s.get("search", "search", "search"))
+            if mode not in MODES:
+                raise ValueError(f"--search {mode!r}: expected one of {', '.join(MODES)}")
+            self._settings_cache = {
+                "search": mode, "min": float(s.get("search_min", "search_min", "search_min")),
+                "max": float(s.get("search_max", "search_max", "search_max")),
+                "precision": float(s.get("search_precision", "search_precision", "search_precision")),
+                "warmup_s": float(s.get("search_warmup_s", "search_warmup_s", "warmup_s")),
+                "spawn_rate": float(s.get("step_spawn_rate", "spawn_rate", "spawn_rate")),
+                "sample_floor": int(s.yaml.get("search_sample_floor", self.sample_floor)),
+                "max_step_seconds": float(self.max_step_seconds), "plugin": s.plugin}
+        return self._settings_cache
+
+    def _begin(self, now: float) -> None:
+        cfg = self.settings()
+        self._slos: list = []
+        self._search = Bisection(cfg["min"], cfg["max"], cfg["precision"], integer=cfg["search"] == "users")
+        plugin = cfg["plugin"]
+        slos = list(plugin.config.slos) if plugin is not None else []
+        self._slos = with_error_budget(slos, DEFAULT_ERROR_BUDGET)
+        if plugin is not None and self._on_rows not in plugin.run.listeners:
+            plugin.run.listeners.append(self._on_rows)
+        self._start_step(self._search.next_level(), now)
+
+    def _on_rows(self, rows: list[tuple]) -> None:
+        if self._step is not None:
+            self._step.add(rows)
+
+    def _start_step(self, level: float | None, now: float) -> None:
+        cfg = self.settings()
+        warmup = cfg["warmup_s"] if level != self._level else 0.0  # a confirmation at the same load: no change
+        self._level = level
+        self._step_started = now
+        column = "users" if cfg["search"] == "users" else "arrival_rate"
+        self._step = None if level is None else StepSample(level, column, now, warmup, self._slos,
+                                                           cfg["sample_floor"])
+
+    def tick(self) -> tuple[int, float] | None:
+        cfg = self.settings()
+        now = time.time()
+        if self._search is None:
+            self._begin(now)
+        plugin, step, search = cfg["plugin"], self._step, self._search
+        lag = plugin.live_lag_s() if plugin is not None else 0.0
+        if step is not None and (step.ready(now, lag) or now - self._step_started > cfg["max_step_seconds"]):
+            passed, broken = step.verdict(now, lag)
+            search.record(passed, broken)
+            unit = "users" if cfg["search"] == "users" else "req/s"
+            log.info("llmload search: step %d at %g %s: %s", len(search.history), step.level, unit,
+                     "met every SLO" if passed else "broke " + ", ".join(broken))
+            self._start_step(search.next_level(), now)
+        if self._level is None:
+            self._report(self._summary())
+            return None
+        if cfg["search"] == "rate":
+            if plugin is not None:
+                plugin.set_arrival_rate(self._level)
+            return self.users, float(self.users)
+        return int(self._level), cfg["spawn_rate"]
+
+    def _summary(self) -> str:
+        b, cfg = self._search, self.settings()
+        unit = "users" if cfg["search"] == "users" else "req/s arrivals"
+        used = f"search: {len(b.history)} steps (at most {b.bound} for {cfg['min']:g}..{cfg['max']:g} " \
+               f"to within {cfg['precision']:g})"
+        if b.answer is None:
+            broken = b.history[-1].broken if b.history else []
+            return f"{used}; even the lowest load, {cfg['min']:g} {unit}, broke {', '.join(broken)}"
+        check = "confirmed" if b.confirmed else "NOT confirmed on the second hold (noise or an unstable " \
+                                                 "server: rerun with more requests per step)"
+        return f"{used}; capacity {b.answer:g} {unit}, {check}; run `llmload report` on the CSVs for the numbers"
+
+    def describe(self) -> dict[str, Any]:
+        cfg = {k: v for k, v in self.settings().items() if k != "plugin"}
+        if cfg["search"] == "rate":
+            cfg["users"] = self.users
+        return {**cfg, **(self._search.describe() if getattr(self, "_search", None) else {})}

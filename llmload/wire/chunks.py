@@ -1,0 +1,209 @@
+"""What one SSE event means for the metrics: output or not, visible or not, the finish reason,
+usage, an error, the end. Pure.
+
+Chat and completions chunks (vLLM, SGLang, TGI, llama.cpp, Ollama, OpenAI, Azure, ...) and the
+Responses API's events (``response.output_text.delta``, ``response.reasoning_text.delta``,
+``response.completed`` with usage, ...) map onto one :class:`Chunk`.
+
+``classify`` decides the common case, a content delta with no finish reason, from the bytes alone
+(no ``json.loads``): that is most chunks of every stream, and skipping the parse saves ~17 % of the
+client's CPU per token (../shared/HOTPATH.md). The byte test is structural: quotes inside JSON
+strings are escaped, so a key such as ``"usage":{`` can only match a key. It requires one choice
+(one ``"delta"``), non-empty content, ``"finish_reason":null``, no usage object, no ``"error"`` and
+a closing ``}``; anything else is parsed. A broken event that still has every marker and ends in
+``}`` would pass as content.
+
+Usage::
+
+    chunk = classify(b'{"choices":[{"delta":{"content":"Hi"},"finish_reason":null}]}')   # PLAIN
+    chunk = classify_event(("response.completed", b'{"type":"response.completed",...}'))
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+class Chunk:
+    """``output``: carries generated output (content, reasoning, tool calls, completion text);
+    ``visible``: carries non-empty ``content``/``text``; ``done``: the end of the stream (``[DONE]``,
+    or the Responses API's ``response.completed``/``response.incomplete``); ``bad``: the event
+    could not be parsed (protocol error); ``tool_calls``: the event's ``delta.tool_calls`` pieces as
+    sent (index, id, function name, argument text), else None."""
+
+    __slots__ = ("output", "visible", "text", "finish_reason", "usage", "error", "done", "bad", "tool_calls")
+
+    def __init__(self, output: bool = False, visible: bool = False, text: str = "",
+                 finish_reason: str | None = None, usage: dict[str, Any] | None = None,
+                 error: str | None = None, done: bool = False, bad: str | None = None,
+                 tool_calls: list[Any] | None = None) -> None:
+        self.output = output
+        self.visible = visible
+        self.text = text
+        self.finish_reason = finish_reason
+        self.usage = usage
+        self.error = error
+        self.done = done
+        self.bad = bad
+        self.tool_calls = tool_calls
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__ if getattr(self, k))
+        return f"Chunk({fields})"
+
+
+PLAIN = Chunk(output=True, visible=True)  # a content delta whose text nobody asked for
+DONE = Chunk(done=True)
+IGNORED = Chunk()
+
+# Byte patterns of the plain-content test (the transport's inlined copy uses them too).
+CHAT_CONTENT = b'"delta":{"content":"'
+DELTA_KEY = b'"delta"'
+FINISH_NULL = b'"finish_reason":null'
+USAGE_OBJECT = b'"usage":{'
+ERROR_KEY = b'"error"'
+_CONTENT_LEN = len(CHAT_CONTENT)
+_TEXT = b'"text":"'
+_TEXT_EMPTY = b'"text":""'
+_QUOTE = 34
+
+# Responses API events that carry output, and whether that output is visible text.
+RESPONSES_OUTPUT = {
+    "response.output_text.delta": True,
+    "response.refusal.delta": True,
+    "response.reasoning_text.delta": False,
+    "response.reasoning_summary_text.delta": False,
+    "response.function_call_arguments.delta": False,
+}
+RESPONSES_END = ("response.completed", "response.incomplete")
+
+
+def is_plain(p: bytes) -> bool:
+    """A chat content delta (one choice, non-empty content, no finish reason, no usage, no error)."""
+    j = p.find(CHAT_CONTENT)
+    if j < 0:
+        # completions: one choice with non-empty "text" and no delta
+        return (p[-1:] == b"}" and FINISH_NULL in p and _TEXT in p and _TEXT_EMPTY not in p
+                and DELTA_KEY not in p and p.count(_TEXT) == 1 and USAGE_OBJECT not in p and ERROR_KEY not in p)
+    return (p[j + _CONTENT_LEN:j + _CONTENT_LEN + 1] not in (b'"', b"") and p.rfind(DELTA_KEY) == j
+            and p[-1:] == b"}" and FINISH_NULL in p and USAGE_OBJECT not in p and ERROR_KEY not in p)
+
+
+def classify(payload: bytes, want_text: bool = False) -> Chunk:
+    """Turn one event's data into a :class:`Chunk`. ``want_text`` forces a parse so the
+    returned chunk carries the text (multi-turn sessions replay the real replies)."""
+    if not want_text and is_plain(payload):
+        return PLAIN
+    if payload == b"[DONE]":
+        return DONE
+    try:
+        obj = json.loads(payload)
+    except (ValueError, UnicodeDecodeError) as e:
+        return Chunk(bad=f"invalid JSON in SSE data: {e.__class__.__name__}: {e}"[:200])
+    if not isinstance(obj, dict):
+        return Chunk(bad="SSE data is not a JSON object")
+    return interpret(obj)
+
+
+def _error_text(err: Any, obj: dict[str, Any]) -> str:
+    if isinstance(err, dict):
+        return str(err.get("message") or json.dumps(err))
+    if err:
+        return str(err)
+    return str(obj.get("message") or "error object in stream")
+
+
+def interpret(obj: dict[str, Any]) -> Chunk:
+    """Interpret one parsed event object (chat, completions or the Responses API)."""
+    kind = obj.get("type")
+    if isinstance(kind, str) and (kind.startswith("response.") or kind == "error"):
+        return interpret_response_event(obj)
+    err = obj.get("error")
+    if err or obj.get("object") == "error":
+        return Chunk(error=_error_text(err, obj)[:500])
+    output = visible = False
+    texts: list[str] = []
+    tool_calls: list[Any] | None = None
+    finish = None
+    for ch in obj.get("choices") or ():
+        if not isinstance(ch, dict):
+            continue
+        delta = ch.get("delta")
+        if isinstance(delta, dict):
+            content = delta.get("content")
+            if content:
+                output = visible = True
+                texts.append(content if isinstance(content, str) else str(content))
+            calls = delta.get("tool_calls")
+            if calls:
+                output = True
+                if isinstance(calls, list):
+                    tool_calls = calls if tool_calls is None else tool_calls + calls
+            if delta.get("reasoning_content") or delta.get("reasoning") or delta.get("function_call"):
+                output = True
+        text = ch.get("text")
+        if text:
+            output = visible = True
+            texts.append(text)
+        if ch.get("finish_reason"):
+            finish = str(ch["finish_reason"])
+    usage = obj.get("usage")
+    return Chunk(output=output, visible=visible, text="".join(texts), finish_reason=finish,
+                 usage=usage if isinstance(usage, dict) else None, tool_calls=tool_calls)
+
+
+def responses_usage(usage: Any) -> dict[str, Any] | None:
+    """The Responses API's usage in the chat shape (prompt/completion tokens, cached tokens)."""
+    if not isinstance(usage, dict):
+        return None
+    out: dict[str, Any] = {}
+    if isinstance(usage.get("input_tokens"), int):
+        out["prompt_tokens"] = usage["input_tokens"]
+    if isinstance(usage.get("output_tokens"), int):
+        out["completion_tokens"] = usage["output_tokens"]
+    details = usage.get("input_tokens_details")
+    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+        out["prompt_tokens_details"] = {"cached_tokens": details["cached_tokens"]}
+    return out
+
+
+def interpret_response_event(obj: dict[str, Any]) -> Chunk:
+    """One Responses API event (``type`` ``response.*`` or ``error``)."""
+    kind = obj.get("type")
+    visible = RESPONSES_OUTPUT.get(kind)  # type: ignore[arg-type]
+    if visible is not None:
+        delta = obj.get("delta")
+        if not delta:
+            return IGNORED
+        return Chunk(output=True, visible=visible, text=str(delta) if visible else "")
+    if kind in RESPONSES_END:
+        resp = obj.get("response") if isinstance(obj.get("response"), dict) else {}
+        finish = str(resp.get("status") or kind.rsplit(".", 1)[-1])
+        details = resp.get("incomplete_details")
+        if kind == "response.incomplete" and isinstance(details, dict) and details.get("reason"):
+            finish = str(details["reason"])
+        return Chunk(done=True, finish_reason=finish, usage=responses_usage(resp.get("usage")))
+    if kind == "response.failed":
+        resp = obj.get("response") if isinstance(obj.get("response"), dict) else {}
+        return Chunk(error=_error_text(resp.get("error"), resp or obj)[:500])
+    if kind == "error":
+        return Chunk(error=_error_text(obj.get("error") or obj.get("message"), obj)[:500])
+    return IGNORED
+
+
+def classify_event(event: bytes | tuple[str, bytes], want_text: bool = False) -> Chunk:
+    """``classify`` for whatever :meth:`llmload.wire.sse.SSEDecoder.feed` returned."""
+    if type(event) is bytes:
+        return classify(event, want_text)
+    name, payload = event
+    if name == "error":
+        try:
+            obj = json.loads(payload)
+        except ValueError:
+            return Chunk(error=payload.decode("utf-8", "replace")[:500])
+        chunk = interpret(obj) if isinstance(obj, dict) else Chunk()
+        return chunk if chunk.error else Chunk(error=payload.decode("utf-8", "replace")[:500])
+    if name.startswith("response."):
+        return classify(payload, want_text=True)
+    return IGNORED  # pings and other named events

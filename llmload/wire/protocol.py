@@ -1,0 +1,126 @@
+"""The OpenAI wire format going out, pure: the endpoints, request bodies, and the human part of
+an error body. (What comes back is :mod:`llmload.wire.sse` and :mod:`llmload.wire.chunks`.)
+
+Usage::
+
+    body = chat_body("my-model", [{"role": "user", "content": "hi"}], max_tokens=64)
+    body = responses_body("my-model", [{"role": "user", "content": "hi"}], max_output_tokens=64)
+    data = encode_body(body)
+    parse_header("api-key: env:AZURE_KEY")   # ("api-key", the variable's value): a secret
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+# The endpoints llmload streams from, by the name --endpoint and scenario files use.
+ENDPOINTS = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "responses": "/v1/responses"}
+
+
+def chat_body(
+    model: str,
+    messages: list[dict[str, Any]],
+    max_tokens: int | None,
+    *,
+    stream: bool = True,
+    include_usage: bool = True,
+    sampling: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Body of a `/v1/chat/completions` request. ``extra`` carries server-specific fields
+    (vLLM's ``ignore_eos``, ``min_tokens``); ``sampling`` temperature, top_p, seed, ..."""
+    return _body({"model": model, "messages": messages}, max_tokens, stream, include_usage, sampling, extra)
+
+
+def completions_body(
+    model: str,
+    prompt: str,
+    max_tokens: int | None,
+    *,
+    stream: bool = True,
+    include_usage: bool = True,
+    sampling: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Body of a `/v1/completions` request; same options as :func:`chat_body`."""
+    return _body({"model": model, "prompt": prompt}, max_tokens, stream, include_usage, sampling, extra)
+
+
+def responses_body(
+    model: str,
+    messages: list[dict[str, Any]],
+    max_output_tokens: int | None,
+    *,
+    stream: bool = True,
+    sampling: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Body of a `/v1/responses` request: the messages as ``input``; usage comes with
+    ``response.completed``, so there is no ``stream_options``."""
+    body: dict[str, Any] = {"model": model, "input": messages, "stream": stream}
+    if max_output_tokens is not None:
+        body["max_output_tokens"] = max_output_tokens
+    if sampling:
+        body.update(sampling)
+    if extra:
+        body.update(extra)
+    return body
+
+
+def _body(body: dict[str, Any], max_tokens: int | None, stream: bool, include_usage: bool,
+          sampling: dict[str, Any] | None, extra: dict[str, Any] | None) -> dict[str, Any]:
+    body["stream"] = stream
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    if stream and include_usage:
+        body["stream_options"] = {"include_usage": True}
+    if sampling:
+        body.update(sampling)
+    if extra:
+        body.update(extra)
+    return body
+
+
+def encode_body(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def error_message(body: bytes) -> str:
+    """The human part of an HTTP error body (OpenAI, vLLM or plain text)."""
+    try:
+        obj = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return body.decode("utf-8", "replace").strip()[:300]
+    if isinstance(obj, dict):
+        err = obj.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])[:300]
+        if isinstance(err, str):
+            return err[:300]
+        if obj.get("message"):
+            return str(obj["message"])[:300]
+    return json.dumps(obj)[:300]
+
+
+ENV_PREFIX = "env:"
+
+
+def parse_header(text: str, where: str = "--header") -> tuple[str, str]:
+    """``"Name: value"`` → (name, value); a value ``env:VAR`` is read from the environment."""
+    name, sep, value = str(text).partition(":")
+    name, value = name.strip(), value.strip()
+    if not sep or not name or any(c in name for c in " \t\r\n") or "\r" in value or "\n" in value:
+        raise ValueError(f"{where} {text!r}: expected 'Name: value' (a value env:VAR is read from the "
+                         "environment)")
+    return name, resolve_value(value, f"{where} {name}")
+
+
+def resolve_value(value: str, where: str) -> str:
+    if value.startswith(ENV_PREFIX):
+        var = value[len(ENV_PREFIX):].strip()
+        if var not in os.environ:
+            raise ValueError(f"{where}: environment variable {var} is not set in this process")
+        return os.environ[var]
+    return value

@@ -1,0 +1,1 @@
+"""Scenario YAML to a frozen spec: reading, line numbers, sections."""

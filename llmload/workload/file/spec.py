@@ -1,0 +1,139 @@
+"""What a scenario file says, as plain frozen types (the parsers in :mod:`.sections` build them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmload.metrics.slo import SLO
+from llmload.workload.distributions import Distribution
+
+
+class ScenarioError(ValueError):
+    """``file:line: key.path: what was expected``."""
+
+
+@dataclass(frozen=True)
+class PrefixGroup:
+    name: str
+    tokens: int
+    count: int
+    popularity: str  # "uniform" | "zipf"
+    zipf_s: float
+    weight: float
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    turns: Distribution
+    think_time_s: Distribution
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    path: str  # absolute
+    format: str  # "sharegpt" | "jsonl"
+    min_input_tokens: int
+    max_input_tokens: int | None
+    turns: str  # "all" | "first"
+    limit: int | None
+
+
+@dataclass(frozen=True)
+class ArrivalSpec:
+    mode: str  # "closed" | "open"
+    rate: float = 0.0  # requests/s over the whole run (split over worker processes)
+    burstiness: float = 1.0  # gamma shape of the gaps; 1 = Poisson, < 1 burstier
+    max_in_flight: int | None = None
+
+
+@dataclass(frozen=True)
+class TraceSpec:
+    """``trace:``: replay a production trace's arrivals and lengths (see :mod:`.trace`)."""
+
+    path: str  # absolute
+    format: str | None = None  # None: told from the file's first line
+    time_scale: float = 1.0  # trace seconds x time_scale = replay seconds (0.5: twice as fast)
+    start: float = 0.0  # trace seconds skipped
+    duration: float | None = None  # trace seconds replayed from start
+    limit: int | None = None  # at most this many requests of the window
+    loop: int = 1  # play the window this many times end to end
+    models: tuple[str, ...] = ()  # BurstGPT: keep rows of these models
+    log_types: tuple[str, ...] = ()  # BurstGPT: keep rows of these log types
+    block_tokens: int = 512  # tokens per hash id (Mooncake's block) and per shared prefix_id
+
+
+@dataclass(frozen=True)
+class ImagesSpec:
+    """``images:``: generated pictures sent as data-URL content parts with every user message."""
+
+    count: int = 1
+    width: int = 512
+    height: int = 512
+    format: str = "png"  # or jpeg
+    distinct: int = 8  # how many different pictures the workload cycles through (per size)
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """``session: {kind: agent}``: each task is a loop of model calls answered by tool results."""
+
+    max_steps: int
+    tools: tuple[dict[str, Any], ...]  # OpenAI tool definitions sent with every call
+    tool_choice: Any  # "auto", "required", "none" or {"type": "function", "function": {"name": ...}}
+    tool_result_tokens: Distribution  # size of each tool message
+    tool_latency_s: Distribution  # time the tool takes before the next call
+    think_time_s: Distribution  # pause between tasks
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    name: str
+    weight: float = 1.0
+    endpoint: str = "chat"
+    model: str | None = None
+    system_prompt: str | None = None
+    sampling: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    ignore_eos: bool = False
+    input_tokens: Distribution | None = None
+    output_tokens: Distribution | None = None
+    prefix_groups: tuple[PrefixGroup, ...] = ()
+    max_concurrent: int | None = None
+    session: SessionSpec | None = None
+    dataset: DatasetSpec | None = None
+    arrival: ArrivalSpec = ArrivalSpec("closed")
+    slos: tuple[SLO, ...] = ()  # scoped to this workload
+    headers: tuple[tuple[str, str], ...] = ()  # extra request headers (env:VAR values already read)
+    trace: TraceSpec | None = None
+    images: ImagesSpec | None = None
+    agent: AgentSpec | None = None
+    response_format: dict[str, Any] | None = None  # passed through to the request body
+
+    def expected_prefix_hit_ratio(self) -> float | None:
+        """Share of prompt tokens a warm prefix cache can serve: whole 16-token blocks of the
+        shared prefix ÷ prefix + mean unique part. An upper bound (first uses and evictions miss)."""
+        if not self.prefix_groups:
+            return None
+        unique = self.input_tokens.mean if self.input_tokens is not None else 256.0
+        total_w = sum(g.weight for g in self.prefix_groups)
+        ratio = 0.0
+        for g in self.prefix_groups:
+            cacheable = (g.tokens // 16) * 16
+            ratio += g.weight / total_w * cacheable / (g.tokens + unique)
+        return ratio
+
+
+@dataclass(frozen=True)
+class ScenarioSpec:
+    path: str
+    seed: int
+    workloads: tuple[WorkloadSpec, ...]
+    tokenizer: str | None = None
+    shape: dict[str, Any] = field(default_factory=dict)  # load-shape settings (llmload.shapes.load_shapes reads them)
+
+    def workload(self, name: str) -> WorkloadSpec:
+        for w in self.workloads:
+            if w.name == name:
+                return w
+        raise ScenarioError(f"{self.path}: no workload {name!r}; it has {', '.join(w.name for w in self.workloads)}")

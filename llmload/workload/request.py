@@ -1,0 +1,53 @@
+"""The request a workload hands to a user, and the interface every workload implements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from llmload.wire.protocol import chat_body, completions_body, encode_body, responses_body
+
+
+@dataclass(slots=True)
+class LLMRequest:
+    """One request to send: the body fields plus what to record about it."""
+
+    scenario: str
+    max_tokens: int | None
+    messages: list[dict[str, Any]] | None = None  # chat
+    prompt: str | None = None  # completions
+    model: str = ""
+    sampling: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # server-specific (ignore_eos, min_tokens)
+    session_id: str = ""
+    turn: int | None = None
+    want_text: bool = False  # keep the reply's text (multi-turn history)
+    input_tokens: int | None = None  # what the workload asked for, to compare with prompt_tokens
+    wait_s: float = 0.0  # think time before sending (turns after the first of a session)
+    step_kind: str = ""  # agent tasks: "task" (the first call) or "tool_result" (a call after tool results)
+    image_tokens: int | None = None  # what the prompt's images cost a Qwen2-VL-style model
+
+    def body(self, endpoint: str = "chat") -> dict[str, Any]:
+        """The JSON body for ``endpoint`` (``chat``, ``completions`` or ``responses``)."""
+        if self.messages is not None and endpoint == "responses":
+            return responses_body(self.model, self.messages, self.max_tokens, sampling=self.sampling, extra=self.extra)
+        if self.messages is not None:
+            return chat_body(self.model, self.messages, self.max_tokens, sampling=self.sampling, extra=self.extra)
+        return completions_body(self.model, self.prompt or "", self.max_tokens, sampling=self.sampling,
+                                extra=self.extra)
+
+    def encode(self, endpoint: str = "chat") -> bytes:
+        """The JSON body to send (pictures' data URLs spliced in as bytes: see images.encode_with_images)."""
+        if self.image_tokens:
+            from llmload.workload.images import encode_with_images  # numpy: only for image workloads
+
+            return encode_with_images(self.body(endpoint))
+        return encode_body(self.body(endpoint))
+
+
+class Workload(Protocol):
+    """Gives each user its next request; ``on_reply`` lets sessions carry real replies."""
+
+    def next_request(self) -> LLMRequest: ...
+
+    def on_reply(self, request: LLMRequest, text: str, ok: bool) -> None: ...

@@ -1,0 +1,1 @@
+"""Trace replay: reading trace files, their formats, selection, hash-id blocks, replay plans."""
