@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint demo bench clean browser-deps llama-server
+.PHONY: venv test test-fast lint demo bench clean browser-deps llama-server
 
 $(STAMP): pyproject.toml setup.py llmload-locust-help.pth
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ llama-server: venv
 
 test: lint browser-deps llama-server
 	$(PY) -m pytest -q
+
+# The unit tests alone (pure logic, no processes): under a minute, for after every change.
+test-fast: venv
+	$(PY) -m pytest -q -m unit
 
 demo: venv
 	$(PY) -m llmload.cli demo --out reports/demo

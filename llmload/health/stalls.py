@@ -30,37 +30,17 @@ import inspect
 from time import perf_counter, thread_time
 from typing import Any
 
-import gevent
 import greenlet
 from gevent.hub import get_hub
+
+from llmload.net import turns
 
 STALL_MS = 2.0  # a loop turn longer than this is a stall (the issue's bar for anything periodic)
 BOUNDS_MS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)  # turn-length buckets, lower bounds
 KEEP_WORST = 5
-IO_YIELD_S = 0.001
 CPU_MARK_TURNS = 16
 HUB = "hub callbacks (socket reads, timers)"
 OFF_CPU = "off CPU (the OS ran another process, or a blocking call)"
-
-
-TURN_BUDGET_S = 0.0005
-MAX_PAUSES = 16  # at most ~16 ms later
-_turn_start: float | None = None  # when the current loop turn began, while a StallWatch runs
-
-
-def yield_if_turn_is_long() -> None:
-    """Time slicing for the users: a user about to start a request in a loop turn that has already
-    run ``TURN_BUDGET_S`` lets the loop poll first. Requests of a closed-loop test end together;
-    256 users starting their next ones in the same turn held the loop ~20 ms, and every stream
-    still in flight then read two tokens at once (their gap lost). A no-op without a StallWatch.
-
-    Checked again after each pause (the users that paused together wake together, in one turn),
-    at most ``MAX_PAUSES`` times: a client too busy to ever have a short turn still sends."""
-    for _ in range(MAX_PAUSES):
-        start = _turn_start
-        if start is None or perf_counter() - start <= TURN_BUDGET_S:
-            return
-        let_io_run()
 
 
 def warm_inspect_cache() -> None:
@@ -69,13 +49,6 @@ def warm_inspect_cache() -> None:
     moment a graceful stop (``--stop-timeout``) leaves every stream in flight, each of which then
     read two tokens at once. Paid once at test start instead, before any request."""
     inspect.stack()
-
-
-def let_io_run() -> None:
-    """Pause so that the loop polls its sockets before this greenlet goes on. ``gevent.sleep(0)``
-    does not: gevent runs callbacks scheduled meanwhile in the same loop turn (up to the switch
-    interval), so a loop of work slices with ``sleep(0)`` between them is still one long turn."""
-    gevent.sleep(IO_YIELD_S)
 
 
 class StallStats:
@@ -252,10 +225,9 @@ class StallWatch:
         self._cpu_mark = thread_time()
 
     def stop(self) -> None:
-        global _turn_start
         if not self.running:
             return
-        _turn_start = None
+        turns.turn_start = None
         self._check.stop()
         self._prepare.stop()
         self._check = self._prepare = None
@@ -274,8 +246,7 @@ class StallWatch:
     # it is read every CPU_MARK_TURNS turns and after a long one; a long turn's CPU is the CPU since
     # the mark minus the wall time of the short turns in between (they cannot have used more).
     def _on_check(self) -> None:
-        global _turn_start
-        _turn_start = self._turn_start = self._last_switch = perf_counter()
+        turns.turn_start = self._turn_start = self._last_switch = perf_counter()
         self._hub_s = 0.0
         self._gc_s = 0.0
         if self._spans or self._runs:

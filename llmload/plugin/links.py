@@ -47,7 +47,7 @@ from typing import Any
 import gevent
 from locust.rpc import Message
 
-from llmload.health.stalls import let_io_run
+from llmload.net.turns import let_io_run
 
 log = logging.getLogger("llmload")
 

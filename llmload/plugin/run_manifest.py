@@ -32,9 +32,10 @@ import urllib.request
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from llmload import files
 from llmload.metrics.record import CSV_COLUMNS
 
-MANIFEST_SUFFIX = "_run.json"
+MANIFEST_SUFFIX = files.MANIFEST
 MODELS_TIMEOUT_S = 5.0
 _RUN_ID_COL = CSV_COLUMNS.index("run_id")
 _SECRET_WORDS = {"key", "apikey", "token", "secret", "password", "passwd", "pass", "auth", "authorization", "login",

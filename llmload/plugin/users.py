@@ -29,8 +29,8 @@ import gevent
 import gevent.lock
 from locust import User, constant, task
 
-from llmload.health.stalls import yield_if_turn_is_long
 from llmload.metrics.record import RequestMeta, RequestRecord
+from llmload.net.turns import yield_if_turn_is_long
 from llmload.plugin.backoff import Backoff
 from llmload.plugin.config import UserSetup
 from llmload.plugin.task_loops import replay_one, run_agent_task

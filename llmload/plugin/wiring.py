@@ -37,12 +37,12 @@ from llmload.health import gcpolicy
 from llmload.health.calibration import load_calibration
 from llmload.health.fleet import ClientView
 from llmload.health.sampler import ClientHealth
-from llmload.health.stalls import let_io_run
 from llmload.metrics.agent_tasks import TaskRecord
 from llmload.metrics.record import CANCELLED, CSV_COLUMNS, OK, RequestRecord
 from llmload.metrics.slo import task_limit_s
 from llmload.metrics.stats import LLMStats
 from llmload.net.limits import check_fd_budget
+from llmload.net.turns import let_io_run
 from llmload.plugin.config import ConfigError, RunConfig, UserSetup, build_config
 from llmload.plugin.links import WORKER_REPORT_S, MasterLink, WorkerLink
 from llmload.plugin.live import LiveHistory, LiveWindow

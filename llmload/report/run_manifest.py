@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from typing import Any
 
-from llmload.plugin.run_manifest import MANIFEST_SUFFIX
+from llmload import files
 
 
 def manifest_path(prefix: str) -> str:
     """``runs/chat`` (or ``runs/chat_requests.csv``, ``runs/chat_requests.worker0.csv``) → ``runs/chat_run.json``."""
-    return re.sub(r"_requests(\.[^/]*)?\.csv$", "", prefix) + MANIFEST_SUFFIX
+    return files.path(files.prefix_of(prefix), files.MANIFEST)
 
 
 def read_manifest(prefix: str, run_id: str | None) -> tuple[dict[str, Any] | None, list[str]]:

@@ -46,7 +46,7 @@ from typing import IO, Any
 
 import gevent
 
-from llmload.health.stalls import TURN_BUDGET_S, let_io_run
+from llmload.net.turns import TURN_BUDGET_S, let_io_run
 from llmload.server_metrics import (
     DEFAULT_PATHS,
     MAX_EXPOSITION_BYTES,
@@ -100,7 +100,7 @@ def fetch(url: str, timeout_s: float, max_bytes: int = MAX_EXPOSITION_BYTES) -> 
 
 def parse_in_slices(body: bytes, url: str) -> tuple[str | None, ServerSnapshot, list[MappedSample]]:
     """Parse in the scraping greenlet, letting the loop poll its sockets after every
-    ``stalls.TURN_BUDGET_S`` of parsing. Not in a pool thread: the parse holds the GIL either way, and
+    ``turns.TURN_BUDGET_S`` of parsing. Not in a pool thread: the parse holds the GIL either way, and
     a thread holds it for whole switch intervals (5 ms), which stalled every stream's reads."""
     since = perf_counter()
 

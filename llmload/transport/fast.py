@@ -26,10 +26,10 @@ import gevent
 import gevent.socket
 from gevent.hub import Waiter
 
-from llmload.health.stalls import yield_if_turn_is_long
 from llmload.metrics import record as R
 from llmload.net import timestamps as netstamp
 from llmload.net.limits import explain_connect_error
+from llmload.net.turns import yield_if_turn_is_long
 from llmload.transport.connection import ClientOptions, proxy_for
 from llmload.transport.reader import reader as process_reader
 from llmload.transport.stream import RECV_SIZE, Deadlines, ResponseStream

@@ -1,0 +1,134 @@
+"""The LLM tab and the live dashboard in a real browser (Debian's chromium, driven by Selenium).
+
+Starts `llmload mock` and Locust with its web UI, starts a test from the page's form, and
+checks the LLM tab shows numbers for the scenario and the server's own metrics (read from the
+mock's /metrics), the dashboard draws its client and server charts with readable axes, and
+after Stop the tab shows the run as stopped.
+Screenshots go to the test's temporary directory. Needs /usr/bin/chromium and
+/usr/bin/chromedriver (`make test` installs them).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+from tests.support.browser import CHROMEDRIVER, CHROMIUM, wait_for
+from tests.support.processes import ROOT, free_port
+
+pytestmark = pytest.mark.skipif(
+    not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)) and not os.environ.get("CI"),
+    reason="needs chromium and chromedriver (apt-get install chromium chromium-driver; make test does it)",
+)
+
+
+def browser(tmp_path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", "--window-size=1400,1000", f"--user-data-dir={tmp_path / 'profile'}"):
+        opts.add_argument(flag)
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+
+
+
+
+def test_llm_tab_and_dashboard_in_chromium(mock_factory, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    mock = mock_factory("--profile", "fixed", "--ttft-ms", "60", "--itl-ms", "10")
+    port = free_port()
+    base = "/loadtest"
+    locust = subprocess.Popen(
+        [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfiles", "chat.py"), "--host", mock.url,
+         "--web-host", "127.0.0.1", "--web-port", str(port), "--web-base-path", base, "--csv",
+         str(tmp_path / "ui"), "--output-tokens", "20", "--input-tokens", "50"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True)
+    url = f"http://127.0.0.1:{port}{base}/"
+    driver = None
+    try:
+        wait_for(lambda: urllib.request.urlopen(url, timeout=2).status == 200)
+        driver = browser(tmp_path)
+        driver.get(url)
+        # start a test from the page's own form
+        users = wait_for(lambda: driver.find_element(By.CSS_SELECTOR, "input[name='userCount']"))
+        for field in (users, driver.find_element(By.CSS_SELECTOR, "input[name='spawnRate']")):
+            field.send_keys(Keys.CONTROL, "a")  # React inputs ignore clear()
+            field.send_keys("4")
+        driver.find_element(By.CSS_SELECTOR, "form button[type='submit']").click()
+        tab = wait_for(lambda: [t for t in driver.find_elements(By.CSS_SELECTOR, "[role='tab']")
+                                if t.text.strip().upper() == "LLM"])
+        tab[0].click()
+
+        def llm_row(ready=lambda cells: cells[5] not in ("–", "") and not cells[-1].startswith("–")):
+            for tr in driver.find_elements(By.CSS_SELECTOR, "table tbody tr"):
+                cells = [td.text for td in tr.find_elements(By.CSS_SELECTOR, "td")]
+                if cells and cells[0] == "chat" and ready(cells):
+                    return cells
+            return None
+
+        cells = wait_for(llm_row, timeout=40)
+        assert driver.find_element(By.CSS_SELECTOR, "header, body").text.count("RUNNING") >= 1
+        users_shown = [e.text for e in driver.find_elements(By.XPATH, "//*[text()='Users']/following-sibling::*")]
+        assert "4" in users_shown, users_shown
+        driver.save_screenshot(str(tmp_path / "llm_tab.png"))
+        assert cells[1] == "last 10 s"
+        ttft_p50, output_tps = float(cells[5]), float(cells[4])
+        assert 60.0 <= ttft_p50 < 200.0  # the mock sends the first token after 60 ms
+        assert output_tps > 0
+        # the server's own columns: running / waiting, KV %, hit rate, TTFT mean server / client
+        running, waiting = (int(x) for x in cells[-4].split(" / "))
+        assert 0 <= running <= 4 and waiting == 0
+        server_ttft, client_ttft = (float(x) for x in cells[-1].split(" / "))
+        assert 60.0 <= server_ttft <= client_ttft < 200.0
+
+        driver.get(f"http://127.0.0.1:{port}{base}/llmload/dashboard")
+        # lines, not single points: at least two samples of the scenario (one every 2 s)
+        paths = wait_for(lambda: len(driver.find_elements(By.CSS_SELECTOR, "#chart-ttft path.series[d*='L']")) >= 3
+                         and driver.find_elements(By.CSS_SELECTOR, "svg.llm-chart path.series[d*='L']"), timeout=30)
+        assert len(driver.find_elements(By.CSS_SELECTOR, "svg.llm-chart")) == 5
+        assert len(paths) >= 6
+        assert "client ok" in driver.find_element(By.ID, "client").text
+        # the server's series: running and waiting, KV %, hit rate, TTFT server vs client
+        assert len(driver.find_elements(By.CSS_SELECTOR, "svg.server-chart")) == 4
+        wait_for(lambda: len(driver.find_elements(By.CSS_SELECTOR, "#chart-server-ttft path.series[d*='L']")) == 4
+                 and len(driver.find_elements(By.CSS_SELECTOR, "#chart-server-queue path.series[d*='L']")) == 2
+                 and driver.find_elements(By.CSS_SELECTOR, "#chart-server-kv path.series[d*='L']"), timeout=30)
+        names = {p.get_attribute("data-name") for p in driver.find_elements(By.CSS_SELECTOR,
+                                                                           "#chart-server-ttft path.series")}
+        assert names == {"server mean", "client mean", "server p95", "client p95"}
+        assert driver.find_element(By.ID, "server-status").text.startswith("vllm: ")
+        # an error chart with no errors reads 0 … 4, not "0.0" on every tick
+        ticks = [t.text for t in driver.find_elements(By.CSS_SELECTOR, "#chart-errors text.tick")]
+        assert ticks == ["0", "1", "2", "3", "4"], ticks
+        driver.save_screenshot(str(tmp_path / "dashboard.png"))
+        assert (tmp_path / "dashboard.png").stat().st_size > 10_000
+
+        # Stop: the tab shows the whole run, stopped, not the last live numbers with 0 in flight
+        driver.get(url)
+        stop = wait_for(lambda: [b for b in driver.find_elements(By.CSS_SELECTOR, "button")
+                                 if b.text.strip().upper() == "STOP"])
+        stop[0].click()
+        wait_for(lambda: [t for t in driver.find_elements(By.CSS_SELECTOR, "[role='tab']")
+                          if t.text.strip().upper() == "LLM"])[0].click()
+        cells = wait_for(lambda: llm_row(lambda c: c[2] == "stopped"), timeout=30)
+        assert cells[1].startswith("whole run (") and cells[1].endswith("stopped") and float(cells[3]) > 0
+        driver.save_screenshot(str(tmp_path / "llm_tab_stopped.png"))
+    finally:
+        if driver is not None:
+            driver.quit()
+        locust.terminate()
+        try:
+            locust.wait(15)
+        except subprocess.TimeoutExpired:
+            locust.kill()

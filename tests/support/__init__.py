@@ -1,0 +1,1 @@
+"""Helpers shared by tests: processes, Locust runs, fixtures' data. No test module imports another."""
