@@ -14,7 +14,7 @@ Usage::
     run.finish(time.time())                                             # at the end
     # the parts:
     run_id = new_run_id(time.time())
-    data = build_manifest(run_id, time.time(), argv=sys.argv, host=..., models=fetch_models(host, key), ...)
+    data = build_manifest(run_id, time.time(), argv=sys.argv, host=..., models=models_or_error(host, client), ...)
     write_manifest("runs/chat_run.json", data)
     finish_manifest("runs/chat_run.json", data, time.time())
 """
@@ -27,13 +27,13 @@ import os
 import re
 import secrets
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from llmload import files
 from llmload.metrics.record import CSV_COLUMNS
+from llmload.transport.connection import ClientOptions
+from llmload.transport.models import first_model_id, models_or_error
 
 MANIFEST_SUFFIX = files.MANIFEST
 MODELS_TIMEOUT_S = 5.0
@@ -99,26 +99,6 @@ def scenario_entries(paths: Iterable[str]) -> list[dict[str, Any]]:
     return out
 
 
-def fetch_models(host: str | None, api_key: str | None, timeout: float = MODELS_TIMEOUT_S) -> Any:
-    """The server's ``GET /v1/models`` answer (parsed JSON), or ``{"error": ...}``."""
-    if not host:
-        return {"error": "no host"}
-    url = host.rstrip("/") + ("/models" if host.rstrip("/").endswith("/v1") else "/v1/models")
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return json.loads(resp.read().decode("utf-8", "replace"))
-    except (OSError, ValueError, urllib.error.URLError) as e:
-        return {"error": f"{redact_url(url)}: {e}"[:300]}
-
-
-def first_model_id(models: Any) -> str | None:
-    data = models.get("data") if isinstance(models, dict) else None
-    if isinstance(data, list) and data and isinstance(data[0], dict):
-        return data[0].get("id")
-    return None
-
-
 def _iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
@@ -168,17 +148,17 @@ class RunManifest:
     """The manifest of the run in progress, for the process that writes the CSVs. The server's
     ``/v1/models`` is asked in a greenlet so that a slow server never delays the test's start."""
 
-    def __init__(self, path: str, data: dict[str, Any], host: str | None, api_key: str | None,
+    def __init__(self, path: str, data: dict[str, Any], host: str | None, client: ClientOptions,
                  shape: Any = None) -> None:
         import gevent
 
         self.path = path
         self.data = data
         self.shape = shape
-        self._fetch = gevent.spawn(self._fill_models, host, api_key)
+        self._fetch = gevent.spawn(self._fill_models, host, client)
 
-    def _fill_models(self, host: str | None, api_key: str | None) -> None:
-        models = fetch_models(host, api_key)
+    def _fill_models(self, host: str | None, client: ClientOptions) -> None:
+        models = models_or_error(host, client, MODELS_TIMEOUT_S)
         self.data["models"] = models
         self.data["model"] = self.data.get("model") or first_model_id(models)
         write_manifest(self.path, self.data)
@@ -199,9 +179,9 @@ def _describe(shape: Any) -> dict[str, Any]:
         return {"error": str(e)}
 
 
-def start_manifest(environment: Any, config: Any, run_id: str, prefix: str, workers: int,
-                   api_key: str | None) -> RunManifest:
-    """Write ``PREFIX_run.json`` for a run that starts now (the test_start of the CSV writer)."""
+def start_manifest(environment: Any, config: Any, run_id: str, prefix: str, workers: int) -> RunManifest:
+    """Write ``PREFIX_run.json`` for a run that starts now (the test_start of the CSV writer); the
+    server's models are asked with the run's own connection settings (``config.client``)."""
     import sys
 
     import locust
@@ -220,7 +200,7 @@ def start_manifest(environment: Any, config: Any, run_id: str, prefix: str, work
         llmload_version=__version__)
     path = prefix + MANIFEST_SUFFIX
     write_manifest(path, data)
-    return RunManifest(path, data, host, api_key, shape)
+    return RunManifest(path, data, host, config.client, shape)
 
 
 class RunIdentity:
@@ -236,14 +216,12 @@ class RunIdentity:
 
     def start(self, environment: Any, config: Any, prefix: str | None, mode: str) -> None:
         """At a test start: a new id and manifest in the process that writes the CSV (not a worker)."""
-        from llmload.plugin.options import api_key_from_env
-
         if mode == "worker":
             return
         self.run_id = new_run_id(time.time())
         if prefix:
             workers = int(getattr(environment.runner, "worker_count", 1))
-            self.manifest = start_manifest(environment, config, self.run_id, prefix, workers, api_key_from_env())
+            self.manifest = start_manifest(environment, config, self.run_id, prefix, workers)
 
     def stamp(self, rows: list) -> list:
         """Rows with this run's id in their run_id cell (unchanged while the id is unknown)."""

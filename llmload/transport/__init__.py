@@ -7,7 +7,8 @@ the same stream they produce the same record (tests/test_transport.py holds them
   connection per user; :mod:`.reader` reads every stream of the process in one epoll set with
   kernel receive timestamps; :mod:`.stream` is the response state machine with its fast path.
 * :mod:`.sdk` (``OpenAITransport``, ``--transport openai``): the official openai SDK.
-* :mod:`.target`: the URL, and the ``/v1/models`` probe; :mod:`.connection`: the key, headers,
+* :mod:`.target`: the URL; :mod:`.models`: the one ``GET /v1/models`` (preflight, model, manifest);
+  :mod:`.connection`: the key, headers,
   query, TLS, proxy, deadlines and limits of a connection (``ClientOptions``).
 
 Usage::
@@ -25,8 +26,9 @@ from typing import Protocol
 from llmload.metrics.record import RequestMeta, RequestRecord
 from llmload.transport.connection import ClientOptions
 from llmload.transport.fast import FastTransport
+from llmload.transport.models import first_model
 from llmload.transport.sdk import OpenAITransport
-from llmload.transport.target import Target, first_model
+from llmload.transport.target import Target
 
 TRANSPORTS = ("fast", "openai")
 

@@ -231,3 +231,26 @@ def test_headers_reach_the_server_from_the_command_line_and_the_key_stays_out_of
     written = "".join(p.read_text(errors="replace") for p in tmp_path.iterdir() if p.name.startswith("run"))
     for secret in ("sk-very-secret-key", "gw-secret-1"):
         assert secret not in written and secret not in res.stdout + res.stderr
+
+
+def test_the_models_probe_goes_through_tls_and_the_proxy_as_the_run_does(server, tls_server, cert, monkeypatch):
+    """``GET /v1/models`` (preflight, model, manifest) takes --ca-bundle, --insecure and the proxy."""
+    from llmload.transport.models import get_models
+
+    https = f"https://127.0.0.1:{tls_server.port}"
+    assert get_models(https, ClientOptions(ca_bundle=cert[0])).status == 200
+    untrusted = get_models(https, ClientOptions())
+    assert untrusted.status is None and "certificate" in untrusted.error.lower(), untrusted.error
+    assert get_models(https, ClientOptions(insecure=True)).status == 200
+    proxy = Proxy()
+    try:
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
+        monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy.port}")
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        assert get_models(f"http://127.0.0.1:{server.port}", ClientOptions()).status == 200
+        assert get_models(https, ClientOptions(ca_bundle=cert[0])).status == 200
+        assert f"GET http://127.0.0.1:{server.port}/v1/models HTTP/1.1" in proxy.asked
+        assert any(a.startswith(f"CONNECT 127.0.0.1:{tls_server.port} ") for a in proxy.asked)
+    finally:
+        proxy.stop()
