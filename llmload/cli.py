@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from llmload.argtypes import POSITIVE, POSITIVE_INT, POSITIVE_SECONDS
+
 
 def _mock(args: argparse.Namespace) -> int:
     import signal
@@ -130,36 +132,6 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive_number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number > 0, got {text!r}")
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
-    return value
-
-
 def _step_list(text: str) -> str:
     from llmload.shapes.schedules import parse_steps
 
@@ -232,25 +204,25 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--profile", default=DEMO_PROFILE, help=f"mock profile (default {DEMO_PROFILE})")
     demo.add_argument("--steps", type=_step_list, default=DEMO_STEPS,
                       help=f"user count per step (default {DEMO_STEPS})")
-    demo.add_argument("--step-seconds", type=_positive_seconds, default=DEMO_STEP_SECONDS,
+    demo.add_argument("--step-seconds", type=POSITIVE_SECONDS, default=DEMO_STEP_SECONDS,
                       help=f"seconds per step (default {DEMO_STEP_SECONDS})")
     demo.set_defaults(func=_demo)
 
     cal = sub.add_parser("calibrate", help="how much load one llmload process drives exactly on this machine")
-    cal.add_argument("--processes", type=_positive_int, default=1, help="worker processes, as locust --processes "
+    cal.add_argument("--processes", type=POSITIVE_INT, default=1, help="worker processes, as locust --processes "
                      "(default 1)")
     cal.add_argument("--input-tokens", default="512", help="prompt length: N or LOW-HIGH (default 512)")
-    cal.add_argument("--output-tokens", type=_positive_int, default=128, help="reply length (default 128)")
-    cal.add_argument("--ttft-ms", type=_positive_number, default=200.0, help="the mock's first-token delay "
+    cal.add_argument("--output-tokens", type=POSITIVE_INT, default=128, help="reply length (default 128)")
+    cal.add_argument("--ttft-ms", type=POSITIVE, default=200.0, help="the mock's first-token delay "
                      "(default 200)")
-    cal.add_argument("--itl-ms", type=_positive_number, default=20.0, help="the mock's time between tokens "
+    cal.add_argument("--itl-ms", type=POSITIVE, default=20.0, help="the mock's time between tokens "
                      "(default 20)")
     cal.add_argument("--streams", help="stream counts per process to try, e.g. 64,256,1024 (default: doubling "
                      "from 32)")
-    cal.add_argument("--max-streams", type=_positive_int, default=4096, help="stop climbing here (default 4096)")
-    cal.add_argument("--step-seconds", type=_positive_seconds, default=10.0, help="steady state measured per step "
+    cal.add_argument("--max-streams", type=POSITIVE_INT, default=4096, help="stop climbing here (default 4096)")
+    cal.add_argument("--step-seconds", type=POSITIVE_SECONDS, default=10.0, help="steady state measured per step "
                      "(default 10)")
-    cal.add_argument("--target-tps", type=_positive_number, help="output tokens/s to reach: how many worker "
+    cal.add_argument("--target-tps", type=POSITIVE, help="output tokens/s to reach: how many worker "
                      "processes it needs")
     cal.add_argument("--out", help="where the JSON goes (default ~/.cache/llmload/calibration.json, which later "
                      "runs on this host read)")

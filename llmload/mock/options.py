@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 from dataclasses import dataclass, field
 
+from llmload.argtypes import PORT, PROBABILITY
 from llmload.mock.engine import EngineParams
 from llmload.mock.faults import Fault, parse_fault_rate
 from llmload.mock.metrics_state import METRIC_FORMATS
@@ -33,31 +34,9 @@ class MockConfig:
     retry_after_s: float | None = None  # Retry-After sent with 429 and 503 faults
 
 
-def port_number(text: str) -> int:
-    """An argparse type: a TCP port, 0 (any free port) to 65535."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number 0-65535, got {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port number 0-65535, got {port}")
-    return port
-
-
-def probability(text: str) -> float:
-    """An argparse type: a number from 0 to 1."""
-    try:
-        p = float(text)
-    except ValueError:
-        p = -1.0
-    if not 0.0 <= p <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a probability from 0 to 1, got {text!r}")
-    return p
-
-
 def add_mock_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=port_number, default=8000, help="port (0: any free port; default 8000)")
+    p.add_argument("--port", type=PORT, default=8000, help="port (0: any free port; default 8000)")
     p.add_argument("--profile", default=DEFAULT_PROFILE, help=f"engine preset (default {DEFAULT_PROFILE})")
     p.add_argument("--list-profiles", action="store_true", help="list the profiles and exit")
     p.add_argument("--log", metavar="FILE", help="append a ground-truth JSON line per request to FILE")
@@ -66,7 +45,7 @@ def add_mock_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="model name to report (default: the profile's)")
     p.add_argument("--seed", type=int, default=0, help="seed for output lengths and fault draws")
     p.add_argument("--output-mean-tokens", type=int, help="median output length when ignore_eos is not set")
-    p.add_argument("--tool-call-rate", type=probability, default=0.5, metavar="P",
+    p.add_argument("--tool-call-rate", type=PROBABILITY, default=0.5, metavar="P",
                    help="share of replies that call a tool when tools are offered with tool_choice auto "
                         "(required or a named function: always; none: never; default 0.5)")
     p.add_argument("--ttft-ms", type=float, help="fixed profile: first-token delay")

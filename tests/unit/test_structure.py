@@ -29,7 +29,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "workload": {"wire", "net", "metrics", "files"},
     "server_metrics": {"wire", "net", "metrics", "files"},
     "report": {"files", "metrics", "server_metrics", "__init__"},
-    "mock": {"wire", "net", "__init__"},
+    "mock": {"wire", "net", "argtypes", "__init__"},
     "health": {"wire", "net", "metrics", "files"},
     "shapes": {"wire", "net", "metrics", "files", "health"},
     "plugin": {"wire", "net", "metrics", "files", "transport", "workload", "server_metrics", "health", "shapes",
