@@ -1,18 +1,24 @@
 """The run's file contract: what a run writes beside its ``--csv`` PREFIX, under which names.
 
 Pure: names only, no I/O. Every writer (the plugin, the web UI's downloads, calibrate, the demo)
-and every reader (the report, compare, calibrate) takes the names from here.
+and every reader (the report, compare, calibrate) takes the names from here: the files' suffixes,
+the columns of PREFIX_requests.csv and PREFIX_llm_history.csv, and a row's cells by name.
+(PREFIX_llm_stats.csv's columns come from :mod:`llmload.metrics.stats`, one per metric.)
 
 Usage::
 
     from llmload import files
-    files.path("runs/chat", files.REQUESTS)   # "runs/chat_requests.csv"
+    files.path("runs/chat", files.REQUESTS)            # "runs/chat_requests.csv"
     files.prefix_of("runs/chat_requests.worker0.csv")  # "runs/chat"
+    files.worker_requests("runs/chat", 0)              # "runs/chat_requests.worker0.csv"
+    row[files.COL.users]                               # a requests row's users cell (REQUESTS_COLUMNS order)
+    users = files.COL.users                            # in a loop over rows: the index once, outside it
 """
 
 from __future__ import annotations
 
 import re
+from collections import namedtuple
 
 REQUESTS = "_requests.csv"  # one row per request (metrics.record.CSV_COLUMNS)
 LLM_STATS = "_llm_stats.csv"  # one row per scenario and the aggregate, at the end of a run
@@ -20,12 +26,43 @@ HISTORY = "_llm_history.csv"  # one row per scenario per live interval
 SERVER_METRICS = "_server_metrics.csv"  # long format: time,endpoint,metric,labels,value
 MANIFEST = "_run.json"  # what the run was (plugin.run_manifest)
 
+# PREFIX_requests.csv, in this order (users read them by name; new columns go at the end)
+REQUESTS_COLUMNS = (
+    "request_id", "start_time", "scenario", "status", "http_status", "ttft_ms", "ttft_visible_ms",
+    "tpot_ms", "e2e_ms", "itl_max_ms", "prompt_tokens", "cached_tokens", "completion_tokens",
+    "max_tokens", "token_source", "finish_reason", "users", "worker", "session_id", "turn", "error",
+    "scheduled_time", "requested_input_tokens", "arrival_rate", "run_id", "coalesced_reads", "step_kind",
+    "requested_image_tokens", "backoff_ms",
+)
+
+# PREFIX_llm_history.csv (and the web UI's download of it): one row per scenario per live interval
+HISTORY_COLUMNS = (
+    "time", "scenario", "users", "in_flight", "window_s", "requests", "ok", "errors", "rps", "output_tps",
+    "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "itl_p50_ms",
+    "itl_p95_ms", "itl_p99_ms", "worst_stall_ms", "cache_hit_ratio", "errors_by_status", "client_cpu_max",
+    "client_lag_p99_ms_max", "client_limited", "backoff_s", "errors_dominate", "client_cause", "client_stalls",
+    "client_stall_max_ms", "client_stall_cpu_max_ms", "client_steal_pct_max", "client_others_cpu_max",
+    "client_run_queue_max",
+)
+
+# PREFIX_server_metrics.csv, long format: one row per sample per scrape
+SERVER_METRICS_COLUMNS = ("time", "endpoint", "metric", "labels", "value")
+
+RequestsColumns = namedtuple("RequestsColumns", REQUESTS_COLUMNS)  # type: ignore[misc]  # fields from the tuple
+COL = RequestsColumns(*range(len(REQUESTS_COLUMNS)))
+"""The index of each PREFIX_requests.csv column in a row tuple: ``COL.users == 16``."""
+
 _REQUESTS_FILE = re.compile(r"_requests(\.[^/]*)?\.csv$")
 
 
 def path(prefix: str, suffix: str) -> str:
     """The file of ``suffix`` (one of the constants above) for a run's ``--csv`` prefix."""
     return f"{prefix}{suffix}"
+
+
+def worker_requests(prefix: str, index: int | str) -> str:
+    """A worker's own copy of its rows, on its own disk: ``PREFIX_requests.workerN.csv``."""
+    return f"{prefix}{REQUESTS.removesuffix('.csv')}.worker{index}.csv"
 
 
 def prefix_of(requests_file: str) -> str:

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from llmload import __version__
+from llmload import __version__, files
 from llmload.calibrate import groundtruth
 from llmload.calibrate.locust_run import LocustRun, process_cpu_s, run_locust, write_locustfile
 from llmload.health.calibration import VERSION, default_path, save_calibration
@@ -72,7 +72,7 @@ def _cpu_model() -> str:
 
 def _history(prefix: str, since_unix: float, until_unix: float) -> list[dict[str, str]]:
     try:
-        with open(f"{prefix}_llm_history.csv", newline="") as f:
+        with open(files.path(prefix, files.HISTORY), newline="") as f:
             return [h for h in csv.DictReader(f) if since_unix <= float(h["time"]) <= until_unix]
     except FileNotFoundError:
         return []
@@ -91,7 +91,7 @@ def measure_step(run: LocustRun, truth: dict[str, dict[str, Any]], s: CalibrateS
     until = run.marks.get("stop", since + s.step_seconds + 1.0) - 1.0
     span = max(until - since, 1e-6)
     to_unix = time.time() - time.monotonic()
-    with open(f"{run.prefix}_requests.csv", newline="") as f:
+    with open(files.path(run.prefix, files.REQUESTS), newline="") as f:
         errs = groundtruth.row_errors(csv.DictReader(f), truth, since + to_unix, until + to_unix)
     tps = groundtruth.tokens_between(groundtruth.token_times(truth), since, until) / span
     # A worker's health reaches the master every 3 s: skip the first report that may reach back.

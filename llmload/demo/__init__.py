@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+from llmload import files
 from llmload.mock.launch import start_mock_process, stop_mock_process
 
 DEMO_PROFILE = "llama3-70b-2xa100"
@@ -28,9 +29,9 @@ def run_demo(out: str, profile: str = DEMO_PROFILE, steps: str = DEMO_STEPS,
              step_seconds: float = DEMO_STEP_SECONDS) -> int:
     os.makedirs(out, exist_ok=True)
     prefix = os.path.join(out, "run")
-    for suffix in ("_requests.csv", "_llm_stats.csv"):
-        if os.path.exists(prefix + suffix):
-            os.remove(prefix + suffix)  # a fresh run, not appended to the last one
+    for suffix in (files.REQUESTS, files.LLM_STATS, files.SERVER_METRICS):
+        if os.path.exists(files.path(prefix, suffix)):
+            os.remove(files.path(prefix, suffix))  # a fresh run, not appended to the last one
     mock, url = start_mock_process(["--profile", profile, "--log", os.path.join(out, "mock_log.jsonl")])
     print(f"llmload demo: mock server ({profile}) at {url}", flush=True)
     locustfile = os.path.join(os.path.dirname(os.path.abspath(__file__)), "locustfile.py")
@@ -46,7 +47,8 @@ def run_demo(out: str, profile: str = DEMO_PROFILE, steps: str = DEMO_STEPS,
     finally:
         stop_mock_process(mock)
     print(f"llmload demo: load test finished in {time.monotonic() - t0:.0f} s (exit {rc})")
-    print(f"llmload demo: per-request rows in {prefix}_requests.csv, summary in {prefix}_llm_stats.csv")
+    print(f"llmload demo: per-request rows in {files.path(prefix, files.REQUESTS)}, summary in "
+          f"{files.path(prefix, files.LLM_STATS)}")
     if rc != 0:
         return rc
     return write_demo_report(prefix, out)

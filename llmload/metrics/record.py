@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from llmload.files import REQUESTS_COLUMNS
 from llmload.wire.chunks import Chunk
 from llmload.wire.tool_calls import assemble
 
@@ -47,13 +48,7 @@ CANCELLED = "cancelled"
 STATUSES = (OK, RATE_LIMITED, HTTP_3XX, HTTP_4XX, HTTP_5XX, CONNECT_ERROR, TIMEOUT, TRUNCATED, STREAM_ERROR,
             PROTOCOL_ERROR, EMPTY, CANCELLED)
 
-CSV_COLUMNS = (
-    "request_id", "start_time", "scenario", "status", "http_status", "ttft_ms", "ttft_visible_ms",
-    "tpot_ms", "e2e_ms", "itl_max_ms", "prompt_tokens", "cached_tokens", "completion_tokens",
-    "max_tokens", "token_source", "finish_reason", "users", "worker", "session_id", "turn", "error",
-    "scheduled_time", "requested_input_tokens", "arrival_rate", "run_id", "coalesced_reads", "step_kind",
-    "requested_image_tokens", "backoff_ms",
-)
+CSV_COLUMNS = REQUESTS_COLUMNS  # the name this module has always exported; the list lives in llmload.files
 
 
 @dataclass(slots=True)

@@ -19,9 +19,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from llmload.files import COL
 from llmload.metrics.agent_tasks import TaskRecord, TaskStats
 from llmload.metrics.histogram import Histogram
-from llmload.metrics.record import CSV_COLUMNS, OK, STATUSES, RequestRecord, rounded
+from llmload.metrics.record import OK, STATUSES, RequestRecord, rounded
 
 METRICS = ("ttft", "ttft_visible", "tpot", "itl", "itl_max", "e2e")
 QUANTILES = (("median", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0))
@@ -30,10 +31,9 @@ LATE_MS = 10.0
 """A request sent more than this after its scheduled time counts as late (the client fell behind)."""
 (_START, _STATUS, _TTFT, _TTFT_VIS, _TPOT, _E2E, _ITL_MAX, _PROMPT, _CACHED, _COMPLETION, _REQUESTED, _SCHEDULED,
  _IMAGE, _BACKOFF) = (
-    CSV_COLUMNS.index(c) for c in ("start_time", "status", "ttft_ms", "ttft_visible_ms", "tpot_ms", "e2e_ms",
-                                   "itl_max_ms", "prompt_tokens", "cached_tokens", "completion_tokens",
-                                   "requested_input_tokens", "scheduled_time", "requested_image_tokens",
-                                   "backoff_ms"))
+    COL.start_time, COL.status, COL.ttft_ms, COL.ttft_visible_ms, COL.tpot_ms, COL.e2e_ms, COL.itl_max_ms,
+    COL.prompt_tokens, COL.cached_tokens, COL.completion_tokens, COL.requested_input_tokens, COL.scheduled_time,
+    COL.requested_image_tokens, COL.backoff_ms)
 
 
 class ScenarioStats:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from llmload import files
 from llmload.health.sampler import errors_dominate
 from llmload.metrics.record import STATUSES
 from llmload.metrics.stats import AGGREGATED, LATE_MS
@@ -164,7 +165,7 @@ def lost_note(lost: list[tuple[Any, str, int]], prefix: str | None) -> str:
     """Workers that vanished (SIGKILL, a host gone) with requests the master has no row for."""
     lines = []
     for index, client_id, n in lost:
-        where = f"{prefix}_requests.worker{index}.csv on its host" if prefix else "its own --csv file, if any"
+        where = f"{files.worker_requests(prefix, index)} on its host" if prefix else "its own --csv file, if any"
         lines.append(f"LOST WORKER {index} ({client_id}): no final data; {n} of its requests have no row here "
                      f"(in flight, or finished but not yet reported, when it vanished; the server saw them; "
                      f"{where} has those it finished before the last report)")

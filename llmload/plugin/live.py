@@ -22,18 +22,19 @@ import bisect
 from collections import defaultdict
 from typing import Any
 
+from llmload.files import COL
 from llmload.health.sampler import describe, errors_dominate
 from llmload.metrics.histogram import Histogram
-from llmload.metrics.record import CSV_COLUMNS, OK, rounded
+from llmload.metrics.record import OK, rounded
 from llmload.metrics.stats import AGGREGATED, ScenarioStats
 
 WINDOW_S = 10.0
 KEEP_S = 120.0
 HISTORY_KEEP = 20_000
 
-_SCENARIO = CSV_COLUMNS.index("scenario")
-_START = CSV_COLUMNS.index("start_time")
-_E2E = CSV_COLUMNS.index("e2e_ms")
+_SCENARIO = COL.scenario
+_START = COL.start_time
+_E2E = COL.e2e_ms
 
 
 class LiveWindow:

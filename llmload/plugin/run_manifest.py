@@ -31,13 +31,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from llmload import files
-from llmload.metrics.record import CSV_COLUMNS
 from llmload.transport.connection import ClientOptions
 from llmload.transport.models import first_model_id, models_or_error
 
 MANIFEST_SUFFIX = files.MANIFEST
 MODELS_TIMEOUT_S = 5.0
-_RUN_ID_COL = CSV_COLUMNS.index("run_id")
+_RUN_ID_COL = files.COL.run_id
 _SECRET_WORDS = {"key", "apikey", "token", "secret", "password", "passwd", "pass", "auth", "authorization", "login",
                  "credential", "credentials", "cookie", "bearer"}
 _URL_USERINFO = re.compile(r"(\w+://)([^/@\s:]+):([^/@\s]*)@")

@@ -33,12 +33,13 @@ from locust.env import Environment
 from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 
+from llmload.files import COL
 from llmload.health import gcpolicy
 from llmload.health.calibration import load_calibration
 from llmload.health.fleet import ClientView
 from llmload.health.sampler import ClientHealth
 from llmload.metrics.agent_tasks import TaskRecord
-from llmload.metrics.record import CANCELLED, CSV_COLUMNS, OK, RequestRecord
+from llmload.metrics.record import CANCELLED, OK, RequestRecord
 from llmload.metrics.slo import task_limit_s
 from llmload.metrics.stats import LLMStats
 from llmload.net.limits import check_fd_budget
@@ -63,7 +64,7 @@ log = logging.getLogger("llmload")
 HISTORY_INTERVAL_S = 2.0
 LOCAL_FLUSH_S = 1.0
 ROWS_PER_SLICE = 100  # rows written per loop turn (~0.5 ms at 1,024 streams)
-_USERS_COL = CSV_COLUMNS.index("users")
+_USERS_COL = COL.users
 
 events.init_command_line_parser.add_listener(add_arguments)
 

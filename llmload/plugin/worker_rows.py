@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from llmload.metrics.record import CSV_COLUMNS
+from llmload.files import COL
 from llmload.plugin.end_of_run import format_summary
 from llmload.plugin.links import UserCounts
 from llmload.plugin.run_files import OutputError, RequestsCsv, worker_requests_path
@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("llmload")
 
-_USERS = CSV_COLUMNS.index("users")
-_START = CSV_COLUMNS.index("start_time")
+_USERS = COL.users
+_START = COL.start_time
 
 
 class WorkerRows:

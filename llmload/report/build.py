@@ -6,12 +6,12 @@ Failures count by default: every section's SLOs get the error budget ``error_rat
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from llmload import files
 from llmload.metrics.slo import ERROR_RATE, SLO, slos_for, with_error_budget
 from llmload.report.capacity import cost_at, find_capacity, plan_for
 from llmload.report.load import load_requests
@@ -129,5 +129,5 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
     report = Report(source=loaded.path, options=opts, overall=overall, scenarios=scenarios, warnings=warnings,
                     notes=notes, df=df, level=loaded.level, warmup_s=warmup, error_budget=budget_text(opts),
                     run_id=loaded.run_id, manifest=manifest)
-    attach_server_metrics(report, re.sub(r"_requests(\.[^/]*)?\.csv$", "", first))  # PREFIX_server_metrics.csv
+    attach_server_metrics(report, files.prefix_of(first))  # PREFIX_server_metrics.csv
     return report

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from llmload import files
 from llmload.report.build import build_report
 from llmload.report.format import fmt, fmt_usd
 from llmload.report.load import ReportError
@@ -144,7 +145,7 @@ def compare_runs(prefixes: Sequence[str], labels: Sequence[str] | None, opts: Re
         raise ReportError("compare: give at least two run prefixes")
     if labels and len(labels) != len(prefixes):
         raise ReportError(f"--label: give one per run ({len(prefixes)}), got {len(labels)}")
-    names = list(labels) if labels else [os.path.basename(p.removesuffix("_requests.csv")) for p in prefixes]
+    names = list(labels) if labels else [os.path.basename(p.removesuffix(files.REQUESTS)) for p in prefixes]
     prices = _per_run(gpu_hourly_usd, len(prefixes), "--gpu-hourly-usd")
     gpus = _per_run(gpus_per_replica, len(prefixes), "--gpus-per-replica")
     runs = []

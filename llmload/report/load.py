@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from llmload.metrics.record import CSV_COLUMNS, STATUSES
+from llmload import files
+from llmload.files import REQUESTS_COLUMNS as CSV_COLUMNS
+from llmload.metrics.record import STATUSES
 
 
 class ReportError(Exception):
@@ -38,7 +40,7 @@ class Loaded:
 def requests_path(prefix: str) -> str:
     if prefix.endswith(".csv"):  # a file: PREFIX_requests.csv, a worker's PREFIX_requests.workerN.csv, ...
         return prefix
-    return f"{prefix}_requests.csv"
+    return files.path(prefix, files.REQUESTS)
 
 
 def select_run(df: pd.DataFrame, path: str, run_id: str | None,

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from typing import Any
 
 import numpy as np
 
+from llmload import files
 from llmload.report import charts as ch
 from llmload.report.confidence import settle_text
 from llmload.report.document import Block, clean, render_html, render_markdown, write_files
@@ -214,7 +214,7 @@ def report_names(name_prefix: str = "") -> dict[str, str]:
 
 def default_out(source: str) -> tuple[str, str]:
     """(directory, name prefix) of a report written without ``--out``: next to the CSV, after its prefix."""
-    base = re.sub(r"_requests(\.[^/]*)?\.csv$", "", source)  # PREFIX_requests.csv, PREFIX_requests.worker0.csv
+    base = files.prefix_of(source)  # PREFIX_requests.csv, PREFIX_requests.worker0.csv
     return os.path.dirname(base) or ".", os.path.basename(base) + "_"
 
 

@@ -36,6 +36,7 @@ from typing import Any
 
 import pandas as pd
 
+from llmload import files
 from llmload.report.format import fmt
 from llmload.report.model import Report
 from llmload.server_metrics import aggregate_step, server_verdict, token_rate_warning
@@ -60,7 +61,7 @@ class ServerRun:
 
 
 def metrics_path(prefix: str) -> str:
-    return f"{prefix.removesuffix('_requests.csv')}_server_metrics.csv"
+    return files.path(files.prefix_of(prefix), files.SERVER_METRICS)
 
 
 def load_server_metrics(prefix: str | list[str]) -> ServerRun | None:

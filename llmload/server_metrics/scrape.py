@@ -46,6 +46,7 @@ from typing import IO, Any
 
 import gevent
 
+from llmload import files
 from llmload.net.turns import TURN_BUDGET_S, let_io_run
 from llmload.server_metrics import (
     DEFAULT_PATHS,
@@ -269,7 +270,7 @@ def start_scraper(setup: Any, host: str | None, csv_prefix: str | None) -> Serve
     ``setup`` is the run's :class:`~llmload.plugin.config.ServerMetricsSetup` (``urls``, ``interval_s``, ``off``)."""
     if setup.off or not (setup.urls or host):
         return None
-    path = f"{csv_prefix}_server_metrics.csv" if csv_prefix else None
+    path = files.path(csv_prefix, files.SERVER_METRICS) if csv_prefix else None
     scraper = ServerMetricsScraper(list(setup.urls), setup.interval_s, path, host=host)
     scraper.start()
     return scraper

@@ -36,6 +36,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from llmload.files import SERVER_METRICS_COLUMNS
 from llmload.server_metrics.known import (
     COMMON,
     GAUGE,
@@ -48,7 +49,7 @@ from llmload.server_metrics.known import (
 from llmload.server_metrics.parse import Labels
 from llmload.server_metrics.window import aggregate_step
 
-CSV_HEADER = ("time", "endpoint", "metric", "labels", "value")
+CSV_HEADER = SERVER_METRICS_COLUMNS  # time,endpoint,metric,labels,value (llmload.files)
 UP, SCRAPE_DURATION = "up", "scrape_duration_seconds"
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 _HIST_SUFFIXES = ("_bucket", "_sum", "_count")
