@@ -6,10 +6,10 @@ Usage::
     report = build_report("runs/rag", ReportOptions(slos=[parse_slo("ttft_p95_ms=2000")], gpu_hourly_usd=4.5))
     paths = write_report(report, "out/")      # out/report.md, report.html, report.json, vllm_bench_serve.json
 
-Modules: ``load`` (the CSV, one run), ``manifest`` (its PREFIX_run.json), ``steps`` (load steps
+Modules: ``load`` (the CSV, one run), ``run_identity`` (its PREFIX_run.json), ``steps`` (load steps
 and what each measured), ``confidence`` (intervals, borderline verdicts), ``capacity``
 (capacity, cost, plan), ``model`` (the report's parts), ``build`` (rows → report),
-``blocks``/``render``/``charts``/``format`` (md, html, json), ``compare``/``compare_render``
+``document``/``render``/``charts``/``format`` (md, html, json), ``compare``/``compare_render``
 (several runs side by side).
 """
 

@@ -16,7 +16,7 @@ from llmload.metrics.slo import ERROR_RATE, SLO, slos_for, with_error_budget
 from llmload.report.capacity import cost_at, find_capacity, plan_for
 from llmload.report.load import load_requests
 from llmload.report.model import DEFAULT_WARMUP_S, Report, ReportOptions, Section
-from llmload.report.run_manifest import read_manifest, search_warmup
+from llmload.report.run_identity import read_manifest, search_warmup
 from llmload.report.server import attach_server_metrics
 from llmload.report.steps import measure_steps
 

@@ -20,7 +20,7 @@ from llmload.report.confidence import settle_text
 from llmload.report.document import Block, clean, render_html, render_markdown, write_files
 from llmload.report.format import fmt, fmt_usd
 from llmload.report.model import Report, Section
-from llmload.report.run_manifest import manifest_rows
+from llmload.report.run_identity import manifest_rows
 from llmload.report.server import server_table
 from llmload.report.traffic import traffic_json, traffic_tables
 

@@ -214,9 +214,6 @@ class StepServerStats:
         """Whether any server number was measured in this step."""
         return any(v is not None for k, v in asdict(self).items() if k not in ("start", "end", "engine", "scrapes"))
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def _gauge_points(snaps: Sequence[tuple[float, ServerSnapshot]], name: str) -> list[Point]:
     return [(t, s.gauges[name]) for t, s in snaps if name in s.gauges]

@@ -66,7 +66,6 @@ ERROR_KEY = b'"error"'
 _CONTENT_LEN = len(CHAT_CONTENT)
 _TEXT = b'"text":"'
 _TEXT_EMPTY = b'"text":""'
-_QUOTE = 34
 
 # Responses API events that carry output, and whether that output is visible text.
 RESPONSES_OUTPUT = {

@@ -1,4 +1,5 @@
-"""The run's ``PREFIX_run.json`` as the report reads it: the manifest of the rows' run, if any.
+"""Which run the report is of, and what it was: the run's ``PREFIX_run.json`` (written by
+:mod:`llmload.plugin.run_manifest`) as the report reads it, when it is of the rows' run.
 
 Usage::
 
