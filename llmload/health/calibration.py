@@ -1,6 +1,6 @@
 """The result of ``llmload calibrate``: how much one llmload process on this machine can drive
 before its own timing goes wrong. Written as JSON by :mod:`llmload.calibrate.command`; read by the
-client-limited verdict (:mod:`llmload.health.sampler`) when it exists for this host.
+client-limited verdict (:mod:`llmload.health.verdict`) when it exists for this host.
 
 Usage::
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmload import files
-from llmload.health.sampler import errors_dominate
+from llmload.health.verdict import errors_dominate
 from llmload.metrics.record import STATUSES
 from llmload.metrics.stats import AGGREGATED, LATE_MS
 
@@ -141,7 +141,7 @@ ADVICE = {
 def run_notes(limited_intervals: list[str], stop_reason: str, interval_s: float,
               causes: dict[str, int] | None = None, stall_notes: str = "", errors_first: bool = False) -> str:
     """Whether the load generator limited the run and why (``causes``: intervals per
-    :func:`llmload.health.sampler.verdict` cause), its event-loop stalls, and why a shape stopped it
+    :func:`llmload.health.verdict.verdict` cause), its event-loop stalls, and why a shape stopped it
     (``errors_first``: errors dominated, so the client is not judged)."""
     notes = []
     if errors_first and not limited_intervals:

@@ -23,7 +23,7 @@ from collections import defaultdict
 from typing import Any
 
 from llmload.files import COL
-from llmload.health.sampler import describe, errors_dominate
+from llmload.health.verdict import describe, errors_dominate
 from llmload.metrics.histogram import Histogram
 from llmload.metrics.record import OK, rounded
 from llmload.metrics.stats import AGGREGATED, ScenarioStats

@@ -108,7 +108,7 @@ def tab_rows(plugin: LLMLoadPlugin) -> list[dict[str, Any]]:
     _, health = client_state(plugin)
     limited = [h for h in health if h.get("limited")]
     if limited:
-        from llmload.health.sampler import describe
+        from llmload.health.verdict import describe
 
         client = "CLIENT-LIMITED: " + "; ".join(f"worker {h['worker']}: {describe(h)}" for h in limited)
     elif health:

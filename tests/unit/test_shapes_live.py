@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from llmload.health.sampler import is_limited
+from llmload.health.verdict import is_limited
 from llmload.metrics.record import RequestMeta, RequestRecord
 from llmload.metrics.slo import SLO, broken_slos, window_value
 from llmload.metrics.stats import ScenarioStats
