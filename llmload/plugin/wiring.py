@@ -37,7 +37,7 @@ from llmload.files import COL
 from llmload.health import gcpolicy
 from llmload.health.calibration import load_calibration
 from llmload.health.fleet import ClientView
-from llmload.health.verdict import ClientHealth
+from llmload.health.sampler import ClientHealth
 from llmload.metrics.agent_tasks import TaskRecord
 from llmload.metrics.record import CANCELLED, OK, RequestRecord
 from llmload.metrics.slo import task_limit_s

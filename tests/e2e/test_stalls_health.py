@@ -13,6 +13,7 @@ from gevent.monkey import get_original
 
 from llmload.health.calibration import Calibration, from_dict, load_calibration, save_calibration
 from llmload.health.machine import MachineSampler, parse_loadavg, parse_proc_stat
+from llmload.health.sampler import ClientHealth
 from llmload.health.stalls import (
     HUB,
     OFF_CPU,
@@ -21,7 +22,7 @@ from llmload.health.stalls import (
     StallWatch,
     describe_stalls,
 )
-from llmload.health.verdict import ClientHealth, machine_busy, verdict
+from llmload.health.verdict import machine_busy, verdict
 from llmload.net import turns
 from llmload.net.turns import let_io_run, yield_if_turn_is_long
 from llmload.plugin.end_of_run import run_notes
