@@ -31,6 +31,8 @@ class MockConfig:
     tool_call_rate: float = 0.5  # share of tool_choice "auto" replies that call a tool
     metrics_format: str = "vllm"  # names and counting of /metrics: vllm, sglang or tgi
     retry_after_s: float | None = None  # Retry-After sent with 429 and 503 faults
+    max_connections: int = 20_000  # beyond this many open connections a new one gets 503 and is closed
+    idle_timeout_s: float = 300.0  # a connection that sends no byte of a request for this long is closed
 
 
 def port_number(text: str) -> int:
@@ -78,6 +80,10 @@ def add_mock_arguments(p: argparse.ArgumentParser) -> None:
                         "stall:2=0.01 (repeatable)")
     p.add_argument("--retry-after", type=float, default=None, metavar="S",
                    help="send Retry-After: S with 429 and 503 faults (default: no Retry-After)")
+    p.add_argument("--max-connections", type=int, default=20_000, metavar="N",
+                   help="open connections served at once; one more is answered 503 and closed (default 20000)")
+    p.add_argument("--idle-timeout", type=float, default=300.0, metavar="S",
+                   help="close a connection that sends nothing of a request for S seconds (default 300)")
     g = p.add_argument_group("engine parameters (override the profile)")
     for name, kind in ENGINE_FLAGS.items():
         flag = "--" + name.replace("_", "-")
@@ -109,6 +115,12 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
     rates = [parse_fault_rate(f) for f in args.fault]
     if getattr(args, "log_tokens", False) and not args.log:
         raise ValueError("--log-tokens needs --log FILE")
+    max_connections = getattr(args, "max_connections", 20_000)
+    idle_timeout = getattr(args, "idle_timeout", 300.0)
+    if max_connections < 1:
+        raise ValueError(f"--max-connections {max_connections}: expected a whole number >= 1")
+    if not idle_timeout > 0:
+        raise ValueError(f"--idle-timeout {idle_timeout}: expected seconds > 0")
     return MockConfig(
         profile=profile,
         engine_params=params,
@@ -123,4 +135,6 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
         tool_call_rate=args.tool_call_rate,
         metrics_format=getattr(args, "metrics_format", None) or "vllm",
         retry_after_s=args.retry_after,
+        max_connections=max_connections,
+        idle_timeout_s=idle_timeout,
     )
