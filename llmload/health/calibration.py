@@ -18,6 +18,8 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
+from llmload import files
+
 log = logging.getLogger("llmload")
 
 VERSION = 1
@@ -76,9 +78,4 @@ def load_calibration(path: str | None = None) -> Calibration | None:
 
 def save_calibration(result: dict[str, Any], path: str) -> None:
     from_dict(result)  # never write a file the reader would reject
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
+    files.replace_atomically(path, json.dumps(result, indent=2) + "\n")
