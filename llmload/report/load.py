@@ -97,10 +97,22 @@ def load_requests(prefix: str | Sequence[str], run_id: str | None = None) -> Loa
     return _finish(path, df, warnings, run_id)
 
 
+def _prefix_hint(path: str) -> str:
+    """A prefix that exists where the user pointed (``reports/demo`` holds ``run_requests.csv``:
+    ``reports/demo/run``), else the usual example."""
+    base = path.removesuffix("_requests.csv")
+    folder = base if os.path.isdir(base) else os.path.dirname(base) or "."
+    try:
+        found = sorted(f for f in os.listdir(folder) if f.endswith("_requests.csv"))
+    except OSError:
+        found = []
+    return os.path.join(folder, found[0].removesuffix("_requests.csv")) if found else "runs/chat"
+
+
 def _read_one(path: str, warnings: list[str]) -> pd.DataFrame:
     if not os.path.exists(path):
-        raise ReportError(f"{path}: no such file (pass the --csv PREFIX of a run, e.g. runs/chat, or its "
-                          "PREFIX_requests*.csv files)")
+        raise ReportError(f"{path}: no such file (pass the --csv PREFIX of a run, e.g. "
+                          f"{_prefix_hint(path)}, or its PREFIX_requests*.csv files)")
     with open(path, "rb") as f:
         raw = f.read()
     if not raw.strip():

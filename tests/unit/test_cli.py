@@ -41,3 +41,14 @@ def test_version(capsys):
         main(["--version"])
     assert e.value.code == 0
     assert capsys.readouterr().out.strip() == f"llmload {__version__}"
+
+
+def test_report_on_a_folder_suggests_the_prefix_found_there(tmp_path, capsys):
+    from tests.support.report_rows import req, write_csv
+
+    folder = tmp_path / "demo"
+    folder.mkdir()
+    write_csv(folder / "run_requests.csv", [req(1000 + i, 4) for i in range(10)])
+    assert main(["report", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert f"e.g. {folder / 'run'}," in err, err
