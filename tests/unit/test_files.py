@@ -45,3 +45,17 @@ def test_the_report_writes_through_it(tmp_path):
     written = write_files(str(tmp_path / "out"), {"report.md": "x", "report.json": "{}"})
     assert sorted(os.path.basename(p) for p in written) == ["report.json", "report.md"]
     assert sorted(os.listdir(tmp_path / "out")) == ["report.json", "report.md"]
+
+
+def test_a_calibration_must_be_a_small_regular_file(tmp_path, caplog):
+    from llmload.health.calibration import MAX_BYTES, load_calibration
+
+    assert load_calibration("/dev/zero") is None
+    assert "not a regular file" in caplog.text
+    big = tmp_path / "big.json"
+    big.write_text(" " * (MAX_BYTES + 1))
+    assert load_calibration(str(big)) is None
+    assert "larger than a calibration" in caplog.text
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert load_calibration(str(fifo)) is None  # returns at once: a FIFO is never opened
