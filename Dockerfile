@@ -12,10 +12,18 @@
 #
 # The image's entrypoint is `locust`: every argument above is Locust's (README "Running across
 # machines" has the master and worker commands). The API key comes only from the environment.
+# Pin the base by digest before relying on the image: `docker buildx imagetools inspect
+# locustio/locust:2.47.0` prints it; then write FROM locustio/locust:2.47.0@sha256:<digest>. (Not pinned
+# here: no registry is reachable from where llmload is developed, so the digest cannot be read.)
 FROM locustio/locust:2.47.0
 
 USER root
-COPY . /opt/llmload
+# Only what the install needs, never the whole build context (a local .env or key file stays out
+# even where .dockerignore is missing).
+COPY pyproject.toml setup.py README.md llmload-locust-help.pth llmload_locust_help.py /opt/llmload/
+COPY llmload /opt/llmload/llmload
+COPY locustfiles /opt/llmload/locustfiles
+COPY scenarios /opt/llmload/scenarios
 # A regular (not editable) install also places llmload-locust-help.pth, so `locust --help`
 # lists llmload's options.
 RUN "$(dirname "$(command -v locust)")/python" -m pip install --no-cache-dir /opt/llmload \

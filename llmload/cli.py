@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from llmload import __version__
 from llmload.argtypes import POSITIVE, POSITIVE_INT, POSITIVE_SECONDS
 
 
@@ -45,9 +46,12 @@ def _report_options(args: argparse.Namespace):
     slos = [parse_slo(s) for s in args.slo]
     if args.scenario:
         slos += scenario_slos(args.scenario)
+    # `compare` takes prices and GPU counts per run (comma-separated text) and applies them per run;
+    # only `report`'s single numbers belong in the shared options.
+    price, gpus = getattr(args, "gpu_hourly_usd", None), getattr(args, "gpus_per_replica", 1)
     return ReportOptions(
-        slos=slos, warmup_s=args.warmup_s, gpu_hourly_usd=getattr(args, "gpu_hourly_usd", None),
-        gpus_per_replica=getattr(args, "gpus_per_replica", 1), target_rps=getattr(args, "target_rps", None),
+        slos=slos, warmup_s=args.warmup_s, gpu_hourly_usd=price if not isinstance(price, str) else None,
+        gpus_per_replica=gpus if isinstance(gpus, int) else 1, target_rps=getattr(args, "target_rps", None),
         daily_requests=getattr(args, "daily_requests", None), peak_factor=getattr(args, "peak_factor", 1.0),
         headroom=getattr(args, "headroom", 0.3), output_cost_weight=args.output_cost_weight,
         error_budget=parse_error_budget(args.error_budget), sample_floor=args.sample_floor,
@@ -163,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="llmload", description="LLM load testing on Locust: mock server, "
                                      "reports, comparisons and the demo. Load itself runs with `locust`.")
+    parser.add_argument("--version", action="version", version=f"llmload {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     mock = sub.add_parser("mock", help="serve a simulated OpenAI-compatible LLM engine")
     add_mock_arguments(mock)

@@ -1,8 +1,9 @@
 """The run's file contract: what a run writes beside its ``--csv`` PREFIX, under which names.
 
-Pure: names only, no I/O. Every writer (the plugin, the web UI's downloads, calibrate, the demo)
-and every reader (the report, compare, calibrate) takes the names from here: the files' suffixes,
-the columns of PREFIX_requests.csv and PREFIX_llm_history.csv, and a row's cells by name.
+Names, plus the one way a whole file is written (:func:`replace_atomically`: a reader never sees
+half a file). Every writer (the plugin, the web UI's downloads, calibrate, the demo) and every
+reader (the report, compare, calibrate) takes the names from here: the files' suffixes, the
+columns of PREFIX_requests.csv and PREFIX_llm_history.csv, and a row's cells by name.
 (PREFIX_llm_stats.csv's columns come from :mod:`llmload.metrics.stats`, one per metric.)
 
 Usage::
@@ -17,7 +18,9 @@ Usage::
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from collections import namedtuple
 
 REQUESTS = "_requests.csv"  # one row per request (metrics.record.CSV_COLUMNS)
@@ -69,3 +72,23 @@ def prefix_of(requests_file: str) -> str:
     """``runs/chat_requests.csv`` or ``runs/chat_requests.worker0.csv`` → ``runs/chat``; a path that
     is not a requests file is taken as a prefix already."""
     return _REQUESTS_FILE.sub("", requests_file)
+
+
+def replace_atomically(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: a temporary file of a unique name beside it
+    (two writers into one folder never share one), flushed to disk, then renamed over ``path``."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise

@@ -15,12 +15,16 @@ import json
 import logging
 import os
 import socket
+import stat
 from dataclasses import dataclass
 from typing import Any
+
+from llmload import files
 
 log = logging.getLogger("llmload")
 
 VERSION = 1
+MAX_BYTES = 1 << 20
 
 
 def default_path() -> str:
@@ -61,8 +65,15 @@ def load_calibration(path: str | None = None) -> Calibration | None:
     """This host's calibration, or None (no file, another host's, or unreadable: logged once)."""
     path = path or os.environ.get("LLMLOAD_CALIBRATION") or default_path()
     try:
+        # a calibration is a page of JSON: /dev/zero, a FIFO (whose open would wait for a writer) or a
+        # huge file is refused, never read
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file")
+        if st.st_size > MAX_BYTES:
+            raise ValueError(f"{st.st_size:,} bytes is larger than a calibration ({MAX_BYTES:,} at most)")
         with open(path, encoding="utf-8") as f:
-            cal = from_dict(json.load(f), path)
+            cal = from_dict(json.loads(f.read(MAX_BYTES + 1)), path)
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as e:  # json.JSONDecodeError is a ValueError
@@ -76,9 +87,4 @@ def load_calibration(path: str | None = None) -> Calibration | None:
 
 def save_calibration(result: dict[str, Any], path: str) -> None:
     from_dict(result)  # never write a file the reader would reject
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
+    files.replace_atomically(path, json.dumps(result, indent=2) + "\n")

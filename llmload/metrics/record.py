@@ -111,11 +111,21 @@ class RequestRecord:
             rounded(self.ttft_ms), rounded(self.ttft_visible_ms), rounded(self.tpot_ms), rounded(self.e2e_ms),
             rounded(self.itl_max_ms),
             self.prompt_tokens, self.cached_tokens, self.completion_tokens, m.max_tokens, self.token_source,
-            self.finish_reason, m.users, m.worker, m.session_id, m.turn, self.error,
+            csv_text(self.finish_reason), m.users, m.worker, m.session_id, m.turn, csv_text(self.error),
             None if m.scheduled_time is None else round(m.scheduled_time, 6), m.requested_input_tokens,
             m.arrival_rate, m.run_id or None, self.coalesced_reads, m.step_kind, m.requested_image_tokens,
             rounded(self.backoff_ms),
         )
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text(text: str) -> str:
+    """Server text made safe for a spreadsheet: a cell that begins with ``= + - @`` (or a tab or CR)
+    gets a leading ``'`` (OWASP's rule against CSV injection), so ``=HYPERLINK(...)`` in an error
+    message stays text when the file is opened in a spreadsheet."""
+    return "'" + text if text and text.startswith(_FORMULA_START) else text
 
 
 def rounded(v: float | None, digits: int = 3) -> float | None:

@@ -49,7 +49,7 @@ class HTTPRequest:
         return "close" not in conn
 
 
-def parse_request(buf: bytes) -> tuple[HTTPRequest | None, int]:
+def parse_request(buf: bytes | bytearray) -> tuple[HTTPRequest | None, int]:
     """The first whole request in ``buf`` and how many bytes it took, or ``(None, wanted)``.
     Raises :class:`RequestError` for a request that can never be valid."""
     head_end = buf.find(HEAD_END)
@@ -79,4 +79,4 @@ def parse_request(buf: bytes) -> tuple[HTTPRequest | None, int]:
     total = head_end + len(HEAD_END) + length
     if len(buf) < total:
         return None, total
-    return HTTPRequest(method, target, version, headers, buf[head_end + len(HEAD_END):total]), total
+    return HTTPRequest(method, target, version, headers, bytes(buf[head_end + len(HEAD_END):total])), total

@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 from dataclasses import dataclass, field
 
-from llmload.argtypes import PORT, PROBABILITY
+from llmload.argtypes import PORT, POSITIVE_SECONDS, PROBABILITY, number
 from llmload.mock.engine import EngineParams
 from llmload.mock.faults import Fault, parse_fault_rate
 from llmload.mock.metrics_state import METRIC_FORMATS
@@ -32,6 +32,8 @@ class MockConfig:
     tool_call_rate: float = 0.5  # share of tool_choice "auto" replies that call a tool
     metrics_format: str = "vllm"  # names and counting of /metrics: vllm, sglang or tgi
     retry_after_s: float | None = None  # Retry-After sent with 429 and 503 faults
+    max_connections: int = 20_000  # beyond this many open connections a new one gets 503 and is closed
+    idle_timeout_s: float = 300.0  # a connection that sends no byte of a request for this long is closed
 
 
 def add_mock_arguments(p: argparse.ArgumentParser) -> None:
@@ -57,6 +59,10 @@ def add_mock_arguments(p: argparse.ArgumentParser) -> None:
                         "stall:2=0.01 (repeatable)")
     p.add_argument("--retry-after", type=float, default=None, metavar="S",
                    help="send Retry-After: S with 429 and 503 faults (default: no Retry-After)")
+    p.add_argument("--max-connections", type=number(at_least=1, integer=True), default=20_000, metavar="N",
+                   help="open connections served at once; one more is answered 503 and closed (default 20000)")
+    p.add_argument("--idle-timeout", type=POSITIVE_SECONDS, default=300.0, metavar="S",
+                   help="close a connection that sends nothing of a request for S seconds (default 300)")
     g = p.add_argument_group("engine parameters (override the profile)")
     for name, kind in ENGINE_FLAGS.items():
         flag = "--" + name.replace("_", "-")
@@ -88,6 +94,8 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
     rates = [parse_fault_rate(f) for f in args.fault]
     if getattr(args, "log_tokens", False) and not args.log:
         raise ValueError("--log-tokens needs --log FILE")
+    max_connections = getattr(args, "max_connections", 20_000)  # bounded by the parser (argtypes)
+    idle_timeout = getattr(args, "idle_timeout", 300.0)
     return MockConfig(
         profile=profile,
         engine_params=params,
@@ -102,4 +110,6 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
         tool_call_rate=args.tool_call_rate,
         metrics_format=getattr(args, "metrics_format", None) or "vllm",
         retry_after_s=args.retry_after,
+        max_connections=max_connections,
+        idle_timeout_s=idle_timeout,
     )

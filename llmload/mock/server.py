@@ -78,6 +78,7 @@ class MockServer:
         self._log: RequestLog | None = None
         self._ids = 0
         self.requests_total = 0
+        self.connections = 0  # open right now
         self.requests_by_outcome: dict[str, int] = {}
         # How late each engine event was handled vs. its modelled time (benchmarks read it).
         self.lag = LatencyHistogram(LAG_BUCKETS)
@@ -136,36 +137,50 @@ class MockServer:
 
     # -- HTTP ------------------------------------------------------------------------------------
     def _handle(self, sock: socket.socket, _addr: object) -> None:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        timestamps = netstamp.enable(sock)
-        buf = b""
-        rx_mono = perf_counter()
+        self.connections += 1
         try:
-            while True:
-                try:
-                    req, used = parse_request(buf)
-                    while req is None:
-                        data, rx_mono = _recv_stamped(sock, max(65536, used - len(buf)), timestamps)
-                        if not data:
-                            return
-                        buf += data
-                        req, used = parse_request(buf)
-                except RequestError as e:
-                    self._send(sock, e.status, api.error_body(e.status, e.message), close=True)
-                    return
-                buf = buf[used:]
-                if not self._route(sock, req.method, req.path, req.headers, req.body, rx_mono):
-                    return
-                if not req.keep_alive:
-                    return
-        except OSError as e:
+            if self.connections > self.config.max_connections:
+                self._send(sock, 503, api.error_body(503, f"more than {self.config.max_connections} connections "
+                                                          "open (--max-connections)"), close=True)
+                return
+            self._serve_connection(sock)
+        except OSError as e:  # TimeoutError included: the client went idle past --idle-timeout
             if e.errno not in (errno.ECONNRESET, errno.EPIPE, errno.EBADF, None):
                 log.debug("connection error: %s", e)
         finally:
+            self.connections -= 1
             try:
                 sock.close()
             except OSError:
                 pass
+
+    def _serve_connection(self, sock: socket.socket) -> None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # The handler's own reads and flushes wait at most this long; the driver writes tokens to
+        # the raw socket, which the timeout does not touch.
+        sock.settimeout(self.config.idle_timeout_s)
+        timestamps = netstamp.enable(sock)
+        buf = bytearray()  # appended in place: a 64 MiB body costs its length, not its length squared
+        rx_mono = perf_counter()
+        while True:
+            try:
+                req, used = parse_request(buf)
+                while req is None:
+                    data, rx_mono = _recv_stamped(sock, max(65536, used - len(buf)), timestamps)
+                    if not data:
+                        return
+                    buf += data
+                    if used and len(buf) < used:
+                        continue  # the head is parsed and the body is still arriving: no need to parse again
+                    req, used = parse_request(buf)
+            except RequestError as e:
+                self._send(sock, e.status, api.error_body(e.status, e.message), close=True)
+                return
+            del buf[:used]
+            if not self._route(sock, req.method, req.path, req.headers, req.body, rx_mono):
+                return
+            if not req.keep_alive:
+                return
 
     def _send(self, sock: socket.socket, status: int, body: bytes, content_type: str = "application/json",
               close: bool = False, extra: str = "") -> None:

@@ -320,8 +320,12 @@ def _client_options(environment: Any, timeout: float) -> ClientOptions:
         raise ConfigError(f"--ca-bundle {ca}: no such file")
     secret_texts = [t for t in option(environment, "header", []) or [] if t.partition(":")[2].strip().startswith(
         ENV_PREFIX)]
+    api_key = api_key_from_env()
+    if api_key and ("\r" in api_key or "\n" in api_key):
+        raise ConfigError("LLMLOAD_API_KEY / OPENAI_API_KEY holds a line break (a newline at the end of a secret "
+                          "file?); remove it")
     return ClientOptions(
-        api_key=api_key_from_env(), api_key_header=option(environment, "api_key_header") or "Authorization",
+        api_key=api_key, api_key_header=option(environment, "api_key_header") or "Authorization",
         headers=headers, query=query, ca_bundle=ca, insecure=bool(option(environment, "insecure")),
         timeout=timeout, first_token_timeout=_seconds(environment, "first_token_timeout", None),
         max_event_bytes=max_bytes,

@@ -105,14 +105,41 @@ def env_var(flag: str) -> str:
     return "LLMLOAD_" + flag.lstrip("-").replace("-", "_").upper()
 
 
+# The web UI's start form shows these, in this order and under these headings (Locust's form has no
+# headings: the group opens each field's help); every other option is set on the command line only,
+# among them everything that names a file (plugin.web_form keeps those at their launch values).
+FORM: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("workload", ("--scenario", "--model", "--endpoint", "--input-tokens", "--output-tokens", "--ignore-eos",
+                  "--seed")),
+    ("SLOs", ("--slo-stop-after", "--slo-stop-action")),
+    ("shapes", ("--steps", "--step-seconds", "--step-spawn-rate", "--ramp-users", "--ramp-seconds",
+                "--ramp-hold-seconds", "--rate-steps", "--search", "--search-min", "--search-max",
+                "--search-precision", "--search-warmup-s")),
+    ("server", ("--no-server-metrics",)),
+)
+FORM_GROUP = {flag: group for group, flags in FORM for flag in flags}
+
+
+def form_dests() -> frozenset[str]:
+    """The argparse names of the options the start form shows."""
+    return frozenset(flag.lstrip("-").replace("-", "_") for flag in FORM_GROUP)
+
+
 def add_arguments(parser: Any) -> None:
-    """Add llmload's options to Locust's parser, under their own heading."""
+    """Add llmload's options to Locust's parser, under their own heading: the form's fields first,
+    by group, then the command-line-only ones."""
     group = parser.add_argument_group(GROUP, GROUP_HELP)
-    for flag, kwargs in OPTIONS:
+    table = dict(OPTIONS)
+    order = [f for _, flags in FORM for f in flags] + [f for f, _ in OPTIONS if f not in FORM_GROUP]
+    for flag in order:
+        kwargs = dict(table[flag])
+        shown = flag in FORM_GROUP
+        if shown:
+            kwargs["help"] = f"[{FORM_GROUP[flag]}] {kwargs['help']}"
         action = group.add_argument(flag, env_var=env_var(flag), **kwargs)
-        # What Locust's own add_argument marks (a group's does not): the field shows in the web UI's
-        # start form. Not --slo: the form would post its empty list back as one empty SLO.
-        action.include_in_web_ui = kwargs.get("action") != "append"
+        # What Locust's own add_argument marks (a group's does not): whether the field shows in the
+        # web UI's start form.
+        action.include_in_web_ui = shown
         action.is_secret = action.is_required = action.is_multiple = False
 
 

@@ -19,6 +19,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from llmload import files
+
 
 @dataclass
 class Block:
@@ -107,13 +109,9 @@ def _inline(text: str) -> str:
 
 def write_files(out_dir: str, texts: dict[str, str]) -> list[str]:
     """Write each name → text into ``out_dir`` (each through a temporary file); the paths written."""
-    os.makedirs(out_dir, exist_ok=True)
     written = []
     for name, text in texts.items():
         path = os.path.join(out_dir, name)
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
+        files.replace_atomically(path, text)
         written.append(path)
     return written

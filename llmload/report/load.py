@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import io
 import os
+import re
+import warnings as pywarnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -20,6 +22,8 @@ class ReportError(Exception):
 
 
 REQUIRED = ("start_time", "status", "users")
+HEAD_BYTES = 1 << 16
+_SKIPPED = re.compile(r"Skipping line (\d+)")
 NUMERIC = ("start_time", "http_status", "ttft_ms", "ttft_visible_ms", "tpot_ms", "e2e_ms", "itl_max_ms",
            "prompt_tokens", "cached_tokens", "completion_tokens", "max_tokens", "users", "worker", "turn",
            "scheduled_time", "requested_input_tokens", "arrival_rate", "coalesced_reads", "requested_image_tokens",
@@ -99,24 +103,72 @@ def load_requests(prefix: str | Sequence[str], run_id: str | None = None) -> Loa
     return _finish(path, df, warnings, run_id)
 
 
+class _Head:
+    """The first ``limit`` bytes of a binary file, for a parser that reads until EOF."""
+
+    def __init__(self, f: BinaryIO, limit: int) -> None:
+        self._f, self._left = f, limit
+
+    def read(self, n: int = -1) -> bytes:
+        if self._left <= 0:
+            return b""
+        data = self._f.read(self._left if n is None or n < 0 else min(n, self._left))
+        self._left -= len(data)
+        return data
+
+    def __iter__(self):  # pandas checks that a handle is iterable
+        return iter(self.read().splitlines(keepends=True))
+
+
+def _last_newline(path: str, size: int) -> int:
+    """The offset of the file's last newline (-1: none), reading backwards in blocks."""
+    with open(path, "rb") as f:
+        end = size
+        while end > 0:
+            start = max(0, end - HEAD_BYTES)
+            f.seek(start)
+            block = f.read(end - start)
+            i = block.rfind(b"\n")
+            if i >= 0:
+                return start + i
+            end = start
+    return -1
+
+
+def _prefix_hint(path: str) -> str:
+    """A prefix that exists where the user pointed (``reports/demo`` holds ``run_requests.csv``:
+    ``reports/demo/run``), else the usual example."""
+    base = path.removesuffix(files.REQUESTS)
+    folder = base if os.path.isdir(base) else os.path.dirname(base) or "."
+    try:
+        found = sorted(f for f in os.listdir(folder) if f.endswith(files.REQUESTS))
+    except OSError:
+        found = []
+    return os.path.join(folder, found[0].removesuffix(files.REQUESTS)) if found else "runs/chat"
+
+
 def _read_one(path: str, warnings: list[str]) -> pd.DataFrame:
     if not os.path.exists(path):
-        raise ReportError(f"{path}: no such file (pass the --csv PREFIX of a run, e.g. runs/chat, or its "
-                          "PREFIX_requests*.csv files)")
-    with open(path, "rb") as f:
-        raw = f.read()
-    if not raw.strip():
+        raise ReportError(f"{path}: no such file (pass the --csv PREFIX of a run, e.g. "
+                          f"{_prefix_hint(path)}, or its PREFIX_requests*.csv files)")
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:  # the head and the last byte only: the file is parsed as a stream below
+        head = f.read(HEAD_BYTES)
+        f.seek(max(0, size - 1))
+        last = f.read(1)
+    if not head.strip():
         raise ReportError(f"{path}: the file is empty (did the run write any request?)")
-    if b"\0" in raw[:65536]:
+    if b"\0" in head:
         raise ReportError(f"{path}: not a CSV file (binary data); expected the header {','.join(CSV_COLUMNS)}")
-    if not raw.endswith(b"\n"):
+    limit = size
+    if last != b"\n":
         # A run killed mid-write leaves a partial last line: drop it, keep the rest.
-        cut = raw.rfind(b"\n")
+        cut = _last_newline(path, size)
         if cut < 0:
             raise ReportError(f"{path}: only a partial header line")
         warnings.append(f"{path}: the last line was cut off (a run killed mid-write?); it was skipped")
-        raw = raw[:cut + 1]
-    header = [c.strip() for c in raw.split(b"\n", 1)[0].decode("utf-8", "replace").strip().split(",")]
+        limit = cut + 1
+    header = [c.strip() for c in head.split(b"\n", 1)[0].decode("utf-8", "replace").strip().split(",")]
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         raise ReportError(f"{path}: missing column(s) {', '.join(missing)}; expected the header "
@@ -132,10 +184,21 @@ def _read_one(path: str, warnings: list[str]) -> pd.DataFrame:
     dtypes.update({c: "string" for c in TEXT if c in usecols and c not in ("scenario", "status")})
     dtypes.update({c: "category" for c in ("scenario", "status") if c in usecols})
     try:
-        df = pd.read_csv(io.BytesIO(raw), usecols=usecols, dtype={k: v for k, v in dtypes.items() if v != "float64"},
-                         keep_default_na=False, na_values=[""], engine="c", on_bad_lines="skip")
+        with open(path, "rb") as f, pywarnings.catch_warnings(record=True) as caught:
+            pywarnings.simplefilter("always", pd.errors.ParserWarning)
+            # Every column is parsed (no usecols): with usecols pandas ignores a line's extra fields, and
+            # a line with more fields than the header has its values shifted, so it must be seen and skipped.
+            df = pd.read_csv(_Head(f, limit) if limit < size else f,
+                             dtype={k: v for k, v in dtypes.items() if v != "float64"},
+                             keep_default_na=False, na_values=[""], engine="c", on_bad_lines="warn")
     except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
         raise ReportError(f"{path}: cannot parse: {e}") from None
+    if len(usecols) < len(df.columns):
+        df = df[usecols]
+    skipped = [int(m) for w in caught for m in _SKIPPED.findall(str(w.message))]
+    if skipped:
+        warnings.append(f"{path}: {len(skipped)} line(s) with more fields than the header were skipped (first: "
+                        f"line {min(skipped)}); was the file written by another tool or version?")
     for c in NUMERIC:
         if c in df.columns and not pd.api.types.is_numeric_dtype(df[c]):
             before = df[c].notna().sum()

@@ -108,7 +108,7 @@ def _slo_block(sec: Section, title: str, label: str) -> Block:
         if d["thin"]:
             continue
         for metric, v in d["slo"].items():
-            nd = 4 if metric == "error_rate" else 1
+            nd = 4 if metric.rsplit(":", 1)[-1] == "error_rate" else 1
             verdict = ("met" if v["met"] else "broken") + (" — borderline: " + settle_text(v) if v["borderline"]
                                                            else "")
             rows.append([f'{d["level"]:g}', metric, fmt(v["value"], nd), _ci(v["ci95"], nd), str(v["n"]),

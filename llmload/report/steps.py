@@ -168,7 +168,7 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO],
             verdicts[slo.metric] = judge(slo, vals[~np.isnan(vals)], entry["errors"], entry["requests"], rate)
         entry["slo"] = verdicts
         entry["slo_met"] = all(v["met"] for v in verdicts.values()) if slos else None
-        entry["verdict"] = _verdict(entry, bool(slos))
+        entry["verdict"] = step_verdict(entry, bool(slos))
         mean_e2e = entry["e2e_ms"]["mean"]
         entry["short"] = bool(mean_e2e is not None and dur < SHORT_STEP_E2E * mean_e2e / 1000.0)
         if entry["thin"]:
@@ -183,7 +183,7 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO],
     return steps, notes, warnings
 
 
-def _verdict(entry: dict[str, Any], has_slos: bool) -> str:
+def step_verdict(entry: dict[str, Any], has_slos: bool) -> str:
     """``met``, ``broken``, ``too few requests`` or ``–`` (no SLO); ``borderline`` appended when a
     limit lies inside its interval."""
     if entry["thin"]:

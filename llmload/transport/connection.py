@@ -57,6 +57,16 @@ class ClientOptions:
     max_event_bytes: int = DEFAULT_MAX_BYTES
     secrets: tuple[str, ...] = field(default=(), repr=False)  # values never to be written anywhere
 
+    def __repr__(self) -> str:
+        # never the key nor a header's value: a repr ends up in logs and tracebacks
+        key = "set" if self.api_key else "none"
+        names = ", ".join(n for n, _ in self.headers)
+        query = ", ".join(k for k, _ in self.query)
+        return (f"ClientOptions(api_key={key}, api_key_header={self.api_key_header!r}, headers=[{names}], "
+                f"query=[{query}], ca_bundle={self.ca_bundle!r}, insecure={self.insecure}, timeout={self.timeout}, "
+                f"first_token_timeout={self.first_token_timeout}, connect_timeout={self.connect_timeout}, "
+                f"max_event_bytes={self.max_event_bytes})")
+
     @property
     def first_token_deadline(self) -> float:
         return self.timeout if self.first_token_timeout is None else self.first_token_timeout

@@ -122,5 +122,9 @@ def resolve_value(value: str, where: str) -> str:
         var = value[len(ENV_PREFIX):].strip()
         if var not in os.environ:
             raise ValueError(f"{where}: environment variable {var} is not set in this process")
-        return os.environ[var]
+        value = os.environ[var]
+        if "\r" in value or "\n" in value:
+            # a trailing newline from a secret file would end the request head early and corrupt every request
+            raise ValueError(f"{where}: environment variable {var} holds a line break (a newline at the end of a "
+                             "secret file?); remove it")
     return value

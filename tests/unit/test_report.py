@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -245,3 +246,16 @@ def test_capacity_edge_cases():
             "slo_met": True, "slo": {"ttft_p95_ms": {"value": 1, "limit": 2, "met": True}}}
     assert find_capacity([step], True)["limited_by"].startswith("highest step tested")
     assert math.isclose(find_capacity([step], True)["rps"], 1.0)
+
+
+def test_rows_with_more_fields_than_the_header_are_counted_not_dropped_silently(tmp_path):
+    prefix = two_step_run(tmp_path)
+    path = Path(f"{prefix}_requests.csv")
+    lines = path.read_text().splitlines(keepends=True)
+    lines[5] = lines[5].rstrip("\n") + ",extra,cells\n"
+    lines[9] = lines[9].rstrip("\n") + ",x\n"
+    path.write_text("".join(lines))
+    rep = build_report(prefix, ReportOptions(warmup_s=5.0))
+    (w,) = [w for w in rep.warnings if "more fields than the header" in w]
+    assert "2 line(s)" in w and "first: line 6" in w
+    assert len(rep.df) == 118

@@ -35,7 +35,7 @@ from llmload.workload.file.spec import (
     SessionSpec,
     WorkloadSpec,
 )
-from llmload.workload.file.yaml_lines import compose, keys, whole
+from llmload.workload.file.yaml_lines import MAX_BYTES, compose, keys, whole
 
 __all__ = ["ArrivalSpec", "DatasetSpec", "PrefixGroup", "ScenarioError", "ScenarioSpec", "SessionSpec",
            "WorkloadSpec", "is_scenario_file", "load_scenario", "load_scenario_cached", "parse_scenario",
@@ -93,11 +93,15 @@ def parse_scenario(text: str, path: str = "<scenario>", base_dir: str = ".") -> 
 def load_scenario(path: str) -> ScenarioSpec:
     try:
         with open(path, encoding="utf-8") as f:
-            text = f.read()
+            # read at most one byte past the cap: a huge file, or /dev/zero, is never read whole
+            text = f.read(MAX_BYTES + 1)
     except OSError as e:
         raise ScenarioError(f"{path}: cannot read the scenario file: {e.strerror}") from None
     except UnicodeDecodeError:
         raise ScenarioError(f"{path}: not a text file (expected UTF-8 YAML)") from None
+    if len(text) > MAX_BYTES:
+        raise ScenarioError(f"{path}: more than {MAX_BYTES:,} characters is too large for a scenario file; put "
+                            "prompts in a dataset: file")
     return parse_scenario(text, path, os.path.dirname(os.path.abspath(path)))
 
 

@@ -22,6 +22,8 @@ from llmload.workload.trace.read import FORMATS as TRACE_FORMATS
 TRACE_KEYS = {"path", "format", "time_scale", "start", "duration", "limit", "loop", "models", "log_types",
               "block_tokens"}
 IMAGES_KEYS = {"count", "size", "format", "distinct"}
+MAX_IMAGES_PER_REQUEST = 64
+MAX_DISTINCT_IMAGES = 1024
 AGENT_KEYS = {"kind", "max_steps", "tools", "tool_choice", "tool_result_tokens", "tool_latency_s", "think_time_s"}
 RESPONSE_FORMATS = ("json_schema", "json_object", "text")
 TOOL_CHOICES = ("auto", "required", "none")
@@ -75,9 +77,10 @@ def parse_images(ctx: Ctx, raw: Any, path: str) -> ImagesSpec:
         raise ctx.error(f"{path}.size", f"expected sides of 1..8192 pixels, got {width}x{height}")
     if max(width, height) / min(width, height) > 200:
         raise ctx.error(f"{path}.size", f"{width}x{height}: vision models refuse aspect ratios over 200")
-    return ImagesSpec(count=whole(ctx, m, "count", path, default=1), width=width, height=height,
-                      format=choice(ctx, m, "format", path, ("png", "jpeg"), "png"),
-                      distinct=whole(ctx, m, "distinct", path, default=8))
+    # every process draws the whole pool of distinct pictures at start: bounded, as is a request's count
+    return ImagesSpec(count=whole(ctx, m, "count", path, default=1, maximum=MAX_IMAGES_PER_REQUEST), width=width,
+                      height=height, format=choice(ctx, m, "format", path, ("png", "jpeg"), "png"),
+                      distinct=whole(ctx, m, "distinct", path, default=8, maximum=MAX_DISTINCT_IMAGES))
 
 
 def _tool_name(tool: Any) -> str | None:

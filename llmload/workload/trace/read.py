@@ -57,6 +57,9 @@ __all__ = ["FORMATS", "Trace", "TraceError", "TraceRequest", "load_trace", "loop
 
 FORMATS = ("mooncake", "azure", "burstgpt", "plain")
 MAX_REQUESTS = 1_000_000
+# The longest context a served model takes today is in the millions of tokens; a trace row past this
+# is a broken row, and would have every user build a prompt of that size.
+MAX_TOKENS_PER_REQUEST = 1 << 22
 """A parsed request holds ~150 bytes, ~1 KB with Mooncake's ~24 hash ids: 1M is 0.15-1 GB."""
 MAX_LINE_CHARS = 1 << 20
 """A Mooncake line with 128k input tokens is ~2 KB; a line of a megabyte is not a trace."""
@@ -123,7 +126,10 @@ def parse_trace(lines: Iterable[str], name: str, fmt: str | None = None, *, mode
         rows = read_azure(csv.reader(all_lines), name)
     else:
         rows = read_burstgpt(csv.reader(all_lines), name, tuple(models), tuple(log_types))
-    return _collect(rows, name, fmt, keep_zero_output, max_requests, read_until_s)
+    try:
+        return _collect(rows, name, fmt, keep_zero_output, max_requests, read_until_s)
+    except csv.Error as e:  # a NUL byte, an unclosed quote at the end, a field over csv's size limit
+        raise TraceError(f"{name}: not valid CSV: {e}") from None
 
 
 def _capped_lines(f, path: str) -> Iterator[str]:
@@ -188,6 +194,10 @@ def _collect(rows: Iterator[tuple[int, float, TraceRequest]], name: str, fmt: st
             first_unsorted = first_unsorted or lineno
         else:
             prev = t
+        for what, n in (("input tokens", req.input_tokens), ("output tokens", req.output_tokens)):
+            if n > MAX_TOKENS_PER_REQUEST:
+                raise TraceError(f"{name}:{lineno}: {what}: {n:,} is more than llmload sends in one request "
+                                 f"({MAX_TOKENS_PER_REQUEST:,}): a broken row?")
         if len(out) >= max_requests:
             raise TraceError(f"{name}:{lineno}: more than {max_requests:,} requests: replay a part of the trace "
                              "(read_until_s, or a file cut with head -n), or raise max_requests")

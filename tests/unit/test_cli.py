@@ -1,0 +1,54 @@
+"""The `llmload` command line: compare as the README writes it (no price, no GPU count), --version."""
+
+from __future__ import annotations
+
+import json
+
+from llmload.cli import main
+from tests.support.report_rows import req, write_csv
+
+
+def _run(path, ttft):
+    rows = [req(1000 + i * 0.5, 4, ttft=ttft) for i in range(40)]
+    rows += [req(1020 + i * 0.25, 8, ttft=ttft * 2, tpot=20.0, e2e=2000.0) for i in range(80)]
+    return write_csv(path, rows)
+
+
+def test_compare_without_prices_or_gpu_counts(tmp_path, capsys):
+    a = _run(tmp_path / "chat_requests.csv", 100.0)
+    b = _run(tmp_path / "rag_requests.csv", 300.0)
+    code = main(["compare", a, b, "--label", "chat", "--label", "rag", "--slo", "ttft_p95_ms=1000",
+                 "--warmup-s", "2", "--out", str(tmp_path / "cmp")])
+    assert code == 0, capsys.readouterr().err
+    data = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    assert [r["label"] for r in data["runs"]] == ["chat", "rag"]
+
+
+def test_compare_with_per_run_prices(tmp_path, capsys):
+    a = _run(tmp_path / "chat_requests.csv", 100.0)
+    b = _run(tmp_path / "rag_requests.csv", 300.0)
+    code = main(["compare", a, b, "--slo", "ttft_p95_ms=1000", "--warmup-s", "2", "--gpu-hourly-usd", "2.5,3",
+                 "--gpus-per-replica", "1,2", "--out", str(tmp_path / "cmp")])
+    assert code == 0, capsys.readouterr().err
+
+
+def test_version(capsys):
+    import pytest
+
+    from llmload import __version__
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.strip() == f"llmload {__version__}"
+
+
+def test_report_on_a_folder_suggests_the_prefix_found_there(tmp_path, capsys):
+    from tests.support.report_rows import req, write_csv
+
+    folder = tmp_path / "demo"
+    folder.mkdir()
+    write_csv(folder / "run_requests.csv", [req(1000 + i, 4) for i in range(10)])
+    assert main(["report", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert f"e.g. {folder / 'run'}," in err, err

@@ -1,0 +1,49 @@
+"""Secrets never corrupt a request head nor show in a repr; server text never runs as a
+spreadsheet formula (issue 19, rows 16-18)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from llmload.plugin.config import ConfigError, _client_options
+from llmload.transport.connection import ClientOptions
+from llmload.wire.protocol import parse_header
+
+
+def test_an_env_header_value_with_a_line_break_is_refused(monkeypatch):
+    monkeypatch.setenv("TOKEN_FROM_FILE", "sk-secret\n")
+    with pytest.raises(ValueError, match="TOKEN_FROM_FILE holds a line break"):
+        parse_header("X-Token: env:TOKEN_FROM_FILE")
+    monkeypatch.setenv("TOKEN_FROM_FILE", "sk-secret")
+    assert parse_header("X-Token: env:TOKEN_FROM_FILE") == ("X-Token", "sk-secret")
+
+
+def test_an_api_key_with_a_line_break_is_refused_at_start(monkeypatch):
+    monkeypatch.setenv("LLMLOAD_API_KEY", "sk-secret\r\n")
+    env = SimpleNamespace(parsed_options=SimpleNamespace())
+    with pytest.raises(ConfigError, match="holds a line break"):
+        _client_options(env, 60.0)
+    monkeypatch.setenv("LLMLOAD_API_KEY", "sk-secret")
+    assert _client_options(env, 60.0).api_key == "sk-secret"
+
+
+def test_the_repr_shows_no_key_and_no_header_value():
+    opts = ClientOptions(api_key="sk-live-123", headers=(("X-Api-Token", "tok-456"),), query=(("key", "q-789"),))
+    text = repr(opts)
+    for secret in ("sk-live-123", "tok-456", "q-789"):
+        assert secret not in text
+    assert "X-Api-Token" in text and "api_key=set" in text
+
+
+def test_server_text_that_looks_like_a_formula_is_quoted_in_the_row():
+    from llmload.metrics.record import CSV_COLUMNS, RequestMeta, RequestRecord
+
+    rec = RequestRecord(meta=RequestMeta(request_id="r", start_time=0.0, scenario="s"), status="stream_error")
+    rec.error, rec.finish_reason = '=HYPERLINK("http://x","y")', "@cmd"
+    row = dict(zip(CSV_COLUMNS, rec.row(), strict=True))
+    assert row["error"] == '\'=HYPERLINK("http://x","y")' and row["finish_reason"] == "'@cmd"
+    rec.error, rec.finish_reason = "HTTP 500: boom", "length"
+    row = dict(zip(CSV_COLUMNS, rec.row(), strict=True))
+    assert row["error"] == "HTTP 500: boom" and row["finish_reason"] == "length"
