@@ -34,6 +34,7 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from llmload.transport.connection import ClientOptions, proxy_for
+from llmload.transport.credentials import origin
 from llmload.transport.target import Target
 
 log = logging.getLogger("llmload")
@@ -101,7 +102,7 @@ def get_models(base_url: str, options: ClientOptions | None = None, timeout: flo
         if status not in _REDIRECTS or not location:
             return ModelsAnswer(shown, status, body)
         new_url = urljoin(url, location)
-        if _origin(new_url) != _origin(url):
+        if origin(new_url) != origin(url):  # another scheme, host or port (or not http at all)
             return ModelsAnswer(shown, status, body, (
                 f"HTTP {status} redirect to {options.redact(new_url)}, another origin: not followed, so that the "
                 "key and headers are not sent there (set --host to the URL that answers)"))
@@ -114,11 +115,6 @@ def _redacted(body: bytes, options: ClientOptions) -> bytes:
     if any(s and s.encode() in body for s in (options.api_key, *options.secrets)):
         return options.redact(body.decode("utf-8", "replace")).encode()
     return body
-
-
-def _origin(url: str) -> tuple[str, str, int]:
-    parts = urlsplit(url)
-    return parts.scheme, (parts.hostname or ""), parts.port or (443 if parts.scheme == "https" else 80)
 
 
 def _get(url: str, options: ClientOptions, deadline: float, max_bytes: int) -> tuple[int, str, bytes, bool]:
