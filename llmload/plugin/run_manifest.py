@@ -33,13 +33,14 @@ from typing import Any
 from llmload import files
 from llmload.transport.connection import ClientOptions
 from llmload.transport.models import first_model_id, models_or_error
+from llmload.wire.redact import is_secret_name
+from llmload.wire.redact import redact_url as _redact_url
 
 MANIFEST_SUFFIX = files.MANIFEST
 MODELS_TIMEOUT_S = 5.0
 _RUN_ID_COL = files.COL.run_id
 _SECRET_WORDS = {"key", "apikey", "token", "secret", "password", "passwd", "pass", "auth", "authorization", "login",
                  "credential", "credentials", "cookie", "bearer"}
-_URL_USERINFO = re.compile(r"(\w+://)([^/@\s:]+):([^/@\s]*)@")
 
 
 def new_run_id(now: float) -> str:
@@ -47,25 +48,44 @@ def new_run_id(now: float) -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)) + "-" + secrets.token_hex(3)
 
 
+# Flags named like secrets that take no value: the argument after them is not theirs to hide.
+_SECRET_BOOLEANS = frozenset({"--web-login"})
+_PAIR_FLAGS = {"--header": ":", "-H": ":", "--query": "="}  # their values are NAME: VALUE / NAME=VALUE
+
+
 def redact_argv(argv: Sequence[str]) -> list[str]:
     """The command line without secrets: values of flags named like keys, tokens, passwords or
-    logins, and the password of any ``scheme://user:password@`` URL."""
+    logins; ``--header``/``--query`` values whose name is a secret's (``Authorization: Bearer …``,
+    ``key=…``); and the password and secret query values of any URL."""
     out: list[str] = []
-    hide_next = False
+    pending: str | None = None  # the flag whose value comes next: "secret", or a pair flag
     for arg in argv:
-        if hide_next:
-            out.append("***")
-            hide_next = False
+        if pending is not None:
+            out.append("***" if pending == "secret" else _redact_pair(arg, _PAIR_FLAGS[pending]))
+            pending = None
             continue
-        if arg.startswith("-") and _secret_flag(arg.split("=", 1)[0]):
-            if "=" in arg:
-                out.append(arg.split("=", 1)[0] + "=***")
+        flag, eq, value = arg.partition("=")
+        if arg.startswith("-") and flag in _PAIR_FLAGS:
+            if eq:
+                out.append(f"{flag}={_redact_pair(value, _PAIR_FLAGS[flag])}")
             else:
                 out.append(arg)
-                hide_next = True
+                pending = flag
             continue
-        out.append(_URL_USERINFO.sub(r"\1\2:***@", arg))
+        if arg.startswith("-") and _secret_flag(flag):
+            if eq:
+                out.append(flag + "=***")
+            else:
+                out.append(arg)
+                pending = None if flag in _SECRET_BOOLEANS else "secret"
+            continue
+        out.append(redact_url(arg) if "://" in arg else arg)
     return out
+
+
+def _redact_pair(text: str, sep: str) -> str:
+    name, found, _value = text.partition(sep)
+    return f"{name}{sep}{' ' if sep == ':' else ''}***" if found and is_secret_name(name) else text
 
 
 def _secret_flag(flag: str) -> bool:
@@ -74,7 +94,8 @@ def _secret_flag(flag: str) -> bool:
 
 
 def redact_url(url: str | None) -> str | None:
-    return None if url is None else _URL_USERINFO.sub(r"\1\2:***@", url)
+    """Userinfo passwords and secret query values out of a URL (wire.redact)."""
+    return _redact_url(url)
 
 
 def file_hash(path: str) -> str:

@@ -110,7 +110,8 @@ class LLMUser(User):
         endpoint = self.endpoint_name = setup.endpoint_for(spec.endpoint if spec else None)
         client = plugin.config.client
         if spec is not None and spec.headers:
-            client = dataclasses.replace(client, headers=client.headers + spec.headers)
+            client = dataclasses.replace(client, headers=client.headers + spec.headers,
+                                         secrets=client.secrets + spec.header_secrets)
         self._backoff = Backoff(plugin.config.faults.backoff, random.Random(self.seed() ^ 0x0BAC0FF))
         self.transport = make_transport(setup.transport, self.host, ENDPOINTS[endpoint], client)
         model = plugin.option("model") or (spec.model if spec and spec.model else None) or self.model \

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
 from llmload.wire.protocol import parse_header
+from llmload.wire.redact import is_secret_name, redact_text
 from llmload.wire.sse import DEFAULT_MAX_BYTES
 
 
@@ -91,10 +92,8 @@ class ClientOptions:
 
     def redact(self, text: str) -> str:
         """``text`` with every secret value replaced, for messages that quote a server."""
-        for s in (self.api_key, *self.secrets):
-            if s:
-                text = text.replace(s, "<redacted>")
-        return text
+        return redact_text(text, (self.api_key or "", *self.secrets,
+                                  *(v for n, v in self.headers if is_secret_name(n))))
 
 
 @dataclass(frozen=True)

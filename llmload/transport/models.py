@@ -36,6 +36,7 @@ from urllib.parse import urljoin, urlsplit
 from llmload.transport.connection import ClientOptions, proxy_for
 from llmload.transport.credentials import origin
 from llmload.transport.target import Target
+from llmload.wire.redact import redact_url
 
 log = logging.getLogger("llmload")
 
@@ -87,7 +88,7 @@ def get_models(base_url: str, options: ClientOptions | None = None, timeout: flo
     except ValueError as e:
         return ModelsAnswer(base_url, error=str(e))
     for _ in range(MAX_REDIRECTS + 1):
-        shown = options.redact(url)
+        shown = _shown(url, options)
         try:
             status, location, body, too_big = _get(url, options, deadline, max_bytes)
             body = _redacted(body, options)
@@ -104,10 +105,15 @@ def get_models(base_url: str, options: ClientOptions | None = None, timeout: flo
         new_url = urljoin(url, location)
         if origin(new_url) != origin(url):  # another scheme, host or port (or not http at all)
             return ModelsAnswer(shown, status, body, (
-                f"HTTP {status} redirect to {options.redact(new_url)}, another origin: not followed, so that the "
+                f"HTTP {status} redirect to {_shown(new_url, options)}, another origin: not followed, so that the "
                 "key and headers are not sent there (set --host to the URL that answers)"))
         url = new_url
-    return ModelsAnswer(options.redact(url), status, body, f"more than {MAX_REDIRECTS} redirects")
+    return ModelsAnswer(_shown(url, options), status, body, f"more than {MAX_REDIRECTS} redirects")
+
+
+def _shown(url: str, options: ClientOptions) -> str:
+    """A URL for a message or a file: no password, no secret query value, no key."""
+    return options.redact(redact_url(url) or url)
 
 
 def _redacted(body: bytes, options: ClientOptions) -> bytes:
@@ -212,7 +218,7 @@ def preflight(base_url: str, options: ClientOptions, mode: str, wait_s: float,
     reason = probe(base_url, options)
     if reason is None:
         return None
-    url = options.redact(models_url(base_url, options))
+    url, host = _shown(models_url(base_url, options), options), _shown(base_url, options)
     if mode == "wait":
         log.warning("llmload: %s does not answer (%s); waiting up to %g s for it (--preflight-wait-s)", url,
                     reason, wait_s)
@@ -223,7 +229,7 @@ def preflight(base_url: str, options: ClientOptions, mode: str, wait_s: float,
             if reason is None:
                 log.info("llmload: %s answers; starting", url)
                 return None
-        return (f"the server at {base_url} still does not answer after {wait_s:g} s (GET {url}: {reason}); "
+        return (f"the server at {host} still does not answer after {wait_s:g} s (GET {url}: {reason}); "
                 "is it up, and is --host right?")
-    return (f"cannot reach the server at {base_url} (GET {url}: {reason}); is it up, and is --host right? "
+    return (f"cannot reach the server at {host} (GET {url}: {reason}); is it up, and is --host right? "
             "(--preflight wait waits for it, --preflight off skips this check)")

@@ -162,3 +162,13 @@ def test_the_manifest_lists_the_models_of_an_azure_style_target(servers, tmp_pat
     chats = [json.loads(body) for method, _, _, body in server.requests if method == "POST"]
     assert chats and {c["model"] for c in chats} == {"azure-model"}
     assert KEY not in (tmp_path / "az_run.json").read_text()
+
+
+def test_no_secret_reaches_a_message(servers):
+    """The key, a secret query value and a URL's password stay out of the errors (and PREFIX_run.json)."""
+    port = free_port()  # nothing listens there
+    options = ClientOptions(api_key=KEY, query=parse_query(["api-key=sk-query-secret", "api-version=1"]))
+    text = json.dumps(models_or_error(f"http://user:pw-secret@127.0.0.1:{port}", options))
+    text += preflight(f"http://user:pw-secret@127.0.0.1:{port}", options, "end", 0.0) or ""
+    assert "Connection refused" in text and "api-version=1" in text
+    assert not any(s in text for s in (KEY, "sk-query-secret", "pw-secret")), text

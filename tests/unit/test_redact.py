@@ -30,3 +30,17 @@ def test_pairs_and_text():
     assert redact_pairs([("api-key", "sk"), ("X-Tenant", "t1")]) == [("api-key", "***"), ("X-Tenant", "t1")]
     assert redact_text("invalid key sk-live-123 for tenant", ["sk-live-123", "", "ab"]) == \
         "invalid key *** for tenant"
+
+
+def test_the_command_line_in_run_json_keeps_no_secret():
+    from llmload.plugin.run_manifest import redact_argv
+
+    argv = ["locust", "-f", "chat.py", "--web-login", "--headless", "--header", "Authorization: Bearer sk-a",
+            "--header=X-Api-Key: sk-b", "--header", "X-Tenant: t1", "--query", "key=sk-c", "--query",
+            "api-version=2024", "--host", "https://u:pw@h/v1?api-key=sk-d", "--auth-token", "sk-e"]
+    out = redact_argv(argv)
+    text = " ".join(out)
+    for secret in ("sk-a", "sk-b", "sk-c", "sk-d", "sk-e", "pw@"):
+        assert secret not in text, text
+    assert out[3:5] == ["--web-login", "--headless"]  # a boolean flag hides nothing after it
+    assert "X-Tenant: t1" in out and "api-version=2024" in out

@@ -47,3 +47,19 @@ def test_server_text_that_looks_like_a_formula_is_quoted_in_the_row():
     rec.error, rec.finish_reason = "HTTP 500: boom", "length"
     row = dict(zip(CSV_COLUMNS, rec.row(), strict=True))
     assert row["error"] == "HTTP 500: boom" and row["finish_reason"] == "length"
+
+
+def test_scenario_env_and_secret_named_headers_are_redacted_from_echoed_text(monkeypatch):
+    import dataclasses
+
+    from llmload.workload.file.scenario import parse_scenario
+
+    monkeypatch.setenv("TENANT_TOKEN", "tenant-secret-1")
+    spec = parse_scenario("workloads:\n  a:\n    headers: {X-Tenant: env:TENANT_TOKEN, X-Api-Key: literal-key-2,"
+                          " X-Trace: plain}\n", "s.yaml", ".").workloads[0]
+    assert set(spec.header_secrets) == {"tenant-secret-1", "literal-key-2"}
+    client = ClientOptions(api_key="sk-3333")
+    client = dataclasses.replace(client, headers=client.headers + spec.headers,
+                                 secrets=client.secrets + spec.header_secrets)
+    echoed = "401: bad key sk-3333 / tenant tenant-secret-1 / key literal-key-2 / trace plain"
+    assert client.redact(echoed) == "401: bad key *** / tenant *** / key *** / trace plain"

@@ -15,7 +15,8 @@ import math
 from typing import Any
 
 from llmload.metrics.slo import SLO, parse_slo
-from llmload.wire.protocol import ENDPOINTS, parse_header
+from llmload.wire.protocol import ENDPOINTS, ENV_PREFIX, parse_header
+from llmload.wire.redact import is_secret_name
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
 from llmload.workload.file.sections_production import (
     parse_agent,
@@ -142,6 +143,19 @@ def parse_headers_section(ctx: Ctx, raw: Any, path: str) -> tuple[tuple[str, str
     return tuple(out)
 
 
+def header_secrets(raw: dict) -> tuple[str, ...]:
+    """The resolved values of ``headers:`` that are secrets: read from ``env:``, or under a secret's name."""
+    out = []
+    for name, value in raw.items():
+        text = str(value).strip()
+        if text.startswith(ENV_PREFIX) or is_secret_name(str(name)):
+            try:
+                out.append(parse_header(f"{name}: {value}", "header")[1])
+            except ValueError:
+                continue  # parse_headers_section has already said what is wrong
+    return tuple(out)
+
+
 def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str) -> WorkloadSpec:
     path = f"workloads.{name}"
     raw = keys(ctx, raw if raw is not None else {}, path, WORKLOAD_KEYS)
@@ -186,6 +200,7 @@ def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str)
         arrival=arrival,
         slos=parse_slos(ctx, d["slo"], f"{path}.slo", name) if "slo" in d else (),
         headers=parse_headers_section(ctx, d["headers"], f"{path}.headers") if "headers" in d else (),
+        header_secrets=header_secrets(d["headers"]) if isinstance(d.get("headers"), dict) else (),
         trace=trace,
         images=parse_images(ctx, d["images"], f"{path}.images") if "images" in d else None,
         agent=agent,

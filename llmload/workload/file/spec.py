@@ -105,6 +105,7 @@ class WorkloadSpec:
     arrival: ArrivalSpec = ArrivalSpec("closed")
     slos: tuple[SLO, ...] = ()  # scoped to this workload
     headers: tuple[tuple[str, str], ...] = ()  # extra request headers (env:VAR values already read)
+    header_secrets: tuple[str, ...] = ()  # their values never to be written: env:VAR ones, and secret names'
     trace: TraceSpec | None = None
     images: ImagesSpec | None = None
     agent: AgentSpec | None = None
