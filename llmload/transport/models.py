@@ -86,7 +86,7 @@ def get_models(base_url: str, options: ClientOptions | None = None, timeout: flo
     try:
         url = models_url(base_url, options)
     except ValueError as e:
-        return ModelsAnswer(base_url, error=str(e))
+        return ModelsAnswer(options.redact(base_url), error=str(e))
     for _ in range(MAX_REDIRECTS + 1):
         shown = _shown(url, options)
         try:
