@@ -40,6 +40,15 @@ _E2E_AT = _ROW_HIST.index("e2e")  # the request's end: start + E2E
                                    "backoff_ms"))
 
 
+def stat_values(h: Histogram, stats: tuple[str, ...], digits: int = 3) -> list[float | None]:
+    """``h``'s value of each statistic (``p95``, ``median``, ``mean``, ``max``), rounded; None when empty."""
+    if not h:
+        return [None] * len(stats)
+    qs = [50.0 if s == "median" else float(s[1:]) for s in stats if s not in ("mean", "max")]
+    found = iter(h.percentiles(qs) if qs else [])
+    return [rounded(h.mean if s == "mean" else h.max if s == "max" else next(found), digits) for s in stats]
+
+
 class ScenarioStats:
     __slots__ = ("hist", "status_counts", "output_tokens", "prompt_tokens", "cached_tokens", "first_start",
                  "last_end", "requested_input", "reported_input", "compared", "compressed", "coalesced", "lag",
