@@ -72,6 +72,12 @@ class Metric:
     """``--slo`` and scenario ``slo:`` accept ``{name}_{pNN|mean|median}_{unit}``."""
     dashboard: bool = True
     """The live dashboard draws a chart of its ``live`` statistics."""
+    digits: int = 1
+    """Decimals in the end-of-run table."""
+    headline: bool = False
+    """One of the report's charts (throughput vs latency) and of ``llmload compare``'s matched-load columns."""
+    vllm: str | None = None
+    """Its name in ``vllm bench serve --save-result`` JSON (``e2el``), for the report's vLLM export."""
 
     def key(self, stat: str) -> str:
         """Live rows, history CSV, live.json and SLO spelling: ``ttft_p95_ms``."""
@@ -93,19 +99,22 @@ class Metric:
 METRICS: tuple[Metric, ...] = (
     Metric("ttft", "TTFT", "time to first token: t0 to the first event carrying output (content, reasoning, tool "
            "calls), over ok requests", row_column="ttft_ms", live=("p50", "p95", "p99", "mean"),
-           tab=("p50", "p95", "p99"), summary=("p50", "p95", "p99"), report=("p50", "p95", "p99")),
+           tab=("p50", "p95", "p99"), summary=("p50", "p95", "p99"), report=("p50", "p95", "p99"),
+           headline=True, vllm="ttft"),
     Metric("ttft_visible", "TTFT visible", "t0 to the first non-empty content (after any reasoning), over ok "
            "requests", row_column="ttft_visible_ms", report=("p50", "p95", "p99")),
     Metric("tpot", "TPOT", "time per output token after the first: (E2E - TTFT) / (output tokens - 1), over ok "
            "requests with at least 2 output tokens", row_column="tpot_ms", tab=("p50", "p95"),
-           summary=("p50", "p95", "p99"), report=("p50", "p95", "p99")),
+           summary=("p50", "p95", "p99"), report=("p50", "p95", "p99"), digits=2, headline=True,
+           vllm="tpot"),
     Metric("itl", "ITL", "inter-token latency: every gap between consecutive output events of every ok stream "
            "(per chunk, not per request; gaps into and inside a coalesced read left out)", tab=("p99",),
-           summary=("p99",), slo=False),
+           summary=("p99",), slo=False, digits=2),
     Metric("itl_max", "ITL max", "a request's largest gap between output events (its worst stall), over ok "
            "requests", row_column="itl_max_ms", live=("max",), tab=("max",), report=("p99",)),
     Metric("e2e", "E2E", "end to end: t0 to the end of the stream (for a failed request: to the moment it "
-           "failed), over ok requests", row_column="e2e_ms", summary=("p50", "p99"), report=("p50", "p95", "p99")),
+           "failed), over ok requests", row_column="e2e_ms", summary=("p50", "p99"), report=("p50", "p95", "p99"),
+           vllm="e2el"),
 )
 """Every latency metric, in display order (also the order of their PREFIX_llm_stats.csv columns)."""
 
@@ -114,6 +123,8 @@ ROW_METRICS: tuple[Metric, ...] = tuple(m for m in METRICS if m.row_column)
 """The per-request metrics: a PREFIX_requests.csv column each, histogrammed from the row."""
 HISTOGRAM_KEYS: tuple[str, ...] = tuple(m.name for m in METRICS)
 SLO_NAMES: tuple[str, ...] = tuple(m.name for m in METRICS if m.slo)
+HEADLINE: tuple[Metric, ...] = tuple(m for m in METRICS if m.headline)
+"""The metrics the report charts against throughput and ``compare`` lines up at matched load (TTFT, TPOT)."""
 
 TASK = Metric("task", "task time", "an agent task's time from its first call to its answer, over tasks that did not "
               "fail (seconds)", unit="s", live=(), dashboard=False)

@@ -8,6 +8,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from llmload.metrics import catalog
+
+
+def _headline(axes: Any, stat: str = "") -> list[tuple[Any, str, str]]:
+    """(axis, report.json field, title) for each headline metric of the catalog (TTFT, TPOT)."""
+    return [(ax, m.row_column or "", f"{m.title(stat) if stat else m.label} ({m.unit})")
+            for ax, m in zip(axes, catalog.HEADLINE, strict=True)]
+
 
 def _fig():
     import matplotlib
@@ -33,7 +41,7 @@ def throughput_latency(steps: list[dict[str, Any]], slos: list[Any], capacity: d
     plt = _fig()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     rps = [s["rps"] for s in steps]
-    for ax, field, title in ((axes[0], "ttft_ms", "TTFT p95 (ms)"), (axes[1], "tpot_ms", "TPOT p95 (ms)")):
+    for ax, field, title in _headline(axes, "p95"):
         ys = [s[field]["p95"] for s in steps]
         ax.plot(rps, ys, "o-", color="#1f77b4")
         for s, x, y in zip(steps, rps, ys, strict=True):
@@ -60,7 +68,7 @@ def percentiles_per_step(steps: list[dict[str, Any]], label: str = "users") -> b
     plt = _fig()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
     levels = [s["level"] for s in steps]
-    for ax, field, title in ((axes[0], "ttft_ms", "TTFT (ms)"), (axes[1], "tpot_ms", "TPOT (ms)")):
+    for ax, field, title in _headline(axes):
         for q, style in (("p50", "o-"), ("p95", "s--"), ("p99", "^:")):
             ax.plot(levels, [s[field][q] for s in steps], style, label=q)
         ax.set_xlabel(label)
@@ -140,7 +148,7 @@ def compare_curves(series: list[tuple[str, list[dict[str, Any]], dict[str, Any]]
     plt = _fig()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, field, title in ((axes[0], "ttft_ms", "TTFT p95 (ms)"), (axes[1], "tpot_ms", "TPOT p95 (ms)")):
+    for ax, field, title in _headline(axes, "p95"):
         for i, (name, steps, cap) in enumerate(series):
             pts = sorted(((s["rps"], s[field]["p95"], s) for s in steps if s[field]["p95"] is not None),
                          key=lambda p: p[0])
