@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from llmload.metrics import catalog
 from llmload.metrics.record import CSV_COLUMNS, STATUSES
 
 
@@ -18,8 +19,8 @@ class ReportError(Exception):
 
 
 REQUIRED = ("start_time", "status", "users")
-NUMERIC = ("start_time", "http_status", "ttft_ms", "ttft_visible_ms", "tpot_ms", "e2e_ms", "itl_max_ms",
-           "prompt_tokens", "cached_tokens", "completion_tokens", "max_tokens", "users", "worker", "turn",
+NUMERIC = ("start_time", "http_status", *(m.row_column for m in catalog.ROW_METRICS), "prompt_tokens",
+           "cached_tokens", "completion_tokens", "max_tokens", "users", "worker", "turn",
            "scheduled_time", "requested_input_tokens", "arrival_rate", "coalesced_reads", "requested_image_tokens",
            "backoff_ms")
 TEXT = ("request_id", "scenario", "status", "token_source", "finish_reason", "session_id", "error", "step_kind",
