@@ -51,6 +51,7 @@ TABLE = [
     ("server_hit", "Server prefix hit rate"), ("server_ttft", "TTFT mean server / client"),
 ]
 SERVER_KEYS = ("server_queue", "server_kv", "server_hit", "server_ttft")
+_TTFT_MEAN = catalog.BY_NAME["ttft"].key("mean")  # the client's, and the server's samples spell it the same
 # whole-run summary (PREFIX_llm_stats.csv names) → the tab's columns, once a test has stopped
 STOPPED = {"rps": "rps", "output_tps": "output_tps", **{m.key(st): m.stats_column(st) for m, st in _LATENCY_TAB},
            "cache_hit_ratio": "cache_hit_ratio", "errors": "failures"}
@@ -75,7 +76,7 @@ def server_cells(sample: dict[str, Any] | None, client_ttft_mean: Any) -> dict[s
         "server_queue": f"{_num(sample.get('running'), 0)} / {_num(sample.get('waiting'), 0)}{up}",
         "server_kv": _num(sample.get("kv_usage_pct"), 1),
         "server_hit": _num(sample.get("prefix_hit_rate"), 3),
-        "server_ttft": f"{_num(sample.get('ttft_mean_ms'), 1)} / {_num(client_ttft_mean, 1)}",
+        "server_ttft": f"{_num(sample.get(_TTFT_MEAN), 1)} / {_num(client_ttft_mean, 1)}",
     }
 
 
@@ -132,7 +133,7 @@ def tab_rows(plugin: LLMLoadPlugin) -> list[dict[str, Any]]:
         row["errors_text"] = ", ".join(f"{k} {v}" for k, v in sorted(r.get("errors_by_status", {}).items())) or "none"
         row["client"] = client
         whole = r["scenario"] == AGGREGATED or len(latest) == 1
-        row.update(server_cells(sample, r.get("ttft_mean_ms")) if whole else {k: "" for k in SERVER_KEYS})
+        row.update(server_cells(sample, r.get(_TTFT_MEAN)) if whole else {k: "" for k in SERVER_KEYS})
         out.append(row)
     return out
 
