@@ -18,13 +18,17 @@ the live rows and the LLM tab's columns, the dashboard's charts via ``llmload/me
 end-of-run table, the report's step table); none of them types a metric's name.
 
 To add a latency metric: add one ``Metric(...)`` to :data:`METRICS` below (its place in the tuple is
-its display order, and the order of its llm_stats columns). Then, outside this file, only the
-measurement itself: compute the value in ``record.StreamAccumulator.finish``, and, if it is a row
-column, add the field to ``record.RequestRecord`` and its name to ``record.CSV_COLUMNS`` (in
-``RequestRecord.row``'s order). Per-request metrics (``row_column`` set) are then histogrammed,
-exported, judged as SLOs and reported with no further edit; a metric without a row column (like
-``itl``, fed per chunk) needs its own ``record_many`` call where ``itl`` has one (stats.py).
-tests/unit/test_metric_catalog.py checks every surface shows every entry.
+its display order, and the order of its llm_stats columns). Outside this file only the measurement
+itself is left: compute the value in ``record.StreamAccumulator.finish`` and, for a per-request
+metric, add a ``record.RequestRecord`` field named as its ``row_column``, that name in
+``record.CSV_COLUMNS`` and the value in ``RequestRecord.row`` (same position). A per-request metric is
+then histogrammed, merged across workers, written to llm_stats, the live rows, the history CSV and
+the dashboard, accepted by ``--slo`` and reported, with no further edit (the tab, the end-of-run
+table, the report's step table, ``compare`` and the vLLM export show it when its ``tab``,
+``summary``, ``report``, ``headline`` or ``vllm`` say so). A metric without a row column (like
+``itl``, fed per chunk) also needs its feed, which carries ``itl`` by name today:
+``stats.ScenarioStats.add``'s ``record_many`` and ``live.LiveWindow.add_itl_delta``.
+tests/unit/test_metric_catalog.py then checks that every surface shows it.
 
 Usage::
 
@@ -75,7 +79,8 @@ class Metric:
     digits: int = 1
     """Decimals in the end-of-run table."""
     headline: bool = False
-    """One of the report's charts (throughput vs latency) and of ``llmload compare``'s matched-load columns."""
+    """A panel of the report's latency charts (throughput vs latency, percentiles per step, compare's curves) and
+    ``llmload compare``'s columns at matched load."""
     vllm: str | None = None
     """Its name in ``vllm bench serve --save-result`` JSON (``e2el``), for the report's vLLM export."""
 
@@ -98,9 +103,9 @@ class Metric:
 
 METRICS: tuple[Metric, ...] = (
     Metric("ttft", "TTFT", "time to first token: t0 to the first event carrying output (content, reasoning, tool "
-           "calls), over ok requests", row_column="ttft_ms", live=("p50", "p95", "p99", "mean"),
-           tab=("p50", "p95", "p99"), summary=("p50", "p95", "p99"), report=("p50", "p95", "p99"),
-           headline=True, vllm="ttft"),
+           "calls; role-only and empty chunks never count), over ok requests", row_column="ttft_ms",
+           live=("p50", "p95", "p99", "mean"), tab=("p50", "p95", "p99"), summary=("p50", "p95", "p99"),
+           report=("p50", "p95", "p99"), headline=True, vllm="ttft"),
     Metric("ttft_visible", "TTFT visible", "t0 to the first non-empty content (after any reasoning), over ok "
            "requests", row_column="ttft_visible_ms", report=("p50", "p95", "p99")),
     Metric("tpot", "TPOT", "time per output token after the first: (E2E - TTFT) / (output tokens - 1), over ok "
