@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmload.health.sampler import errors_dominate
+from llmload.metrics import catalog
 from llmload.metrics.record import STATUSES
 from llmload.metrics.stats import AGGREGATED, LATE_MS
 
@@ -52,16 +53,17 @@ def format_summary(rows: list[dict[str, Any]], expected_hit_ratio: dict[str, flo
     def f(v: Any, nd: int = 1) -> str:
         return "-" if v is None else (f"{v:.{nd}f}" if isinstance(v, float) else str(v))
 
+    # (heading, llm_stats column, decimals, width): a metric's first statistic carries its label
+    latency = [(metric.title(st) if i == 0 else st, metric.stats_column(st), metric.digits,
+                len(metric.title(st)) + 2 if i == 0 else 9)
+               for metric in catalog.METRICS for i, st in enumerate(metric.summary)]
     head = (f"{'scenario':<16}{'reqs':>7}{'ok':>7}{'fail':>6}{'req/s':>8}{'out tok/s':>11}"
-            f"{'TTFT p50':>10}{'p95':>9}{'p99':>9}{'TPOT p50':>10}{'p95':>8}{'p99':>8}{'ITL p99':>9}"
-            f"{'E2E p50':>10}{'p99':>10}")
+            + "".join(f"{title:>{w}}" for title, _, _, w in latency))
     lines = ["LLM summary (ms; latency over ok requests; ITL over all chunks)", head]
     for r in rows:
         lines.append(
             f"{r['scenario'][:15]:<16}{r['requests']:>7}{r['ok']:>7}{r['failures']:>6}{f(r['rps'], 2):>8}"
-            f"{f(r['output_tps']):>11}{f(r['median_ttft_ms']):>10}{f(r['p95_ttft_ms']):>9}{f(r['p99_ttft_ms']):>9}"
-            f"{f(r['median_tpot_ms'], 2):>10}{f(r['p95_tpot_ms'], 2):>8}{f(r['p99_tpot_ms'], 2):>8}"
-            f"{f(r['p99_itl_ms'], 2):>9}{f(r['median_e2e_ms']):>10}{f(r['p99_e2e_ms']):>10}"
+            f"{f(r['output_tps']):>11}" + "".join(f"{f(r[col], nd):>{w}}" for _, col, nd, w in latency)
         )
     errors = {}
     for r in rows:
@@ -78,7 +80,7 @@ def format_summary(rows: list[dict[str, Any]], expected_hit_ratio: dict[str, flo
                      "identity (a gateway?); they were decoded")
     if totals.get("coalesced_reads"):
         lines.append(f"{totals['coalesced_reads']} read(s) carried several tokens at once (the client fell behind "
-                     "or the server sent them together): their gaps are left out of ITL and worst stall")
+                     "or the server sent them together): their gaps are left out of ITL and ITL max")
     for r in rows:
         if r["scenario"] == AGGREGATED:
             continue

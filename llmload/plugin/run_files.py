@@ -21,6 +21,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import IO, Any
 
+from llmload.metrics import catalog
 from llmload.metrics.record import CSV_COLUMNS
 
 
@@ -113,11 +114,10 @@ def write_llm_stats(path: str, rows: list[dict[str, Any]]) -> None:
 
 HISTORY_COLUMNS = (
     "time", "scenario", "users", "in_flight", "window_s", "requests", "ok", "errors", "rps", "output_tps",
-    "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "itl_p50_ms",
-    "itl_p95_ms", "itl_p99_ms", "worst_stall_ms", "cache_hit_ratio", "errors_by_status", "client_cpu_max",
+    *catalog.live_keys(), "cache_hit_ratio", "errors_by_status", "client_cpu_max",
     "client_lag_p99_ms_max", "client_limited", "backoff_s", "errors_dominate", "client_cause", "client_stalls",
     "client_stall_max_ms", "client_stall_cpu_max_ms", "client_steal_pct_max", "client_others_cpu_max",
-    "client_run_queue_max",
+    "client_run_queue_max", *catalog.RENAMED,  # the old names last, for one release (deprecated)
 )
 
 
