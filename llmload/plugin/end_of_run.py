@@ -14,7 +14,7 @@ from typing import Any
 
 from llmload.health.sampler import errors_dominate
 from llmload.metrics import catalog
-from llmload.metrics.record import STATUSES
+from llmload.metrics.record import CANCELLED, STATUSES
 from llmload.metrics.stats import AGGREGATED, LATE_MS
 
 
@@ -59,7 +59,8 @@ def format_summary(rows: list[dict[str, Any]], expected_hit_ratio: dict[str, flo
                for metric in catalog.METRICS for i, st in enumerate(metric.summary)]
     head = (f"{'scenario':<16}{'reqs':>7}{'ok':>7}{'fail':>6}{'req/s':>8}{'out tok/s':>11}"
             + "".join(f"{title:>{w}}" for title, _, _, w in latency))
-    lines = ["LLM summary (ms; latency over ok requests; ITL over all chunks)", head]
+    lines = ["LLM summary of the whole run, warm-up included (ms; latency over ok requests; ITL over all chunks). "
+             "`llmload report` measures each load step after its warm-up, so its figures differ.", head]
     for r in rows:
         lines.append(
             f"{r['scenario'][:15]:<16}{r['requests']:>7}{r['ok']:>7}{r['failures']:>6}{f(r['rps'], 2):>8}"
@@ -74,6 +75,9 @@ def format_summary(rows: list[dict[str, Any]], expected_hit_ratio: dict[str, flo
                 errors[st] = errors.get(st, 0) + r[st]
     if errors:
         lines.append("by status: " + ", ".join(f"{k} {v}" for k, v in errors.items()))
+        if errors.get(CANCELLED):
+            lines.append(f"{errors[CANCELLED]} cancelled: in flight when the test ended and cut off (not failures of "
+                         "the server); --stop-timeout S lets requests in flight finish, up to S seconds")
     totals = rows[-1] if rows else {}
     if totals.get("compressed_responses"):
         lines.append(f"{totals['compressed_responses']} response(s) came compressed despite Accept-Encoding: "
@@ -131,8 +135,7 @@ def schedule_line(r: dict[str, Any]) -> str:
 
 ADVICE = {
     "process": "add worker processes (--processes) before trusting these numbers",
-    "calibrated": "it ran above what `llmload calibrate` measured one process can time exactly: add worker "
-                  "processes (--processes)",
+    "calibrated": "add worker processes (--processes) before trusting these numbers",  # as "process": one line
     "machine": "the machine was busy, not llmload (steal, run queue or other processes on its cores): free the "
                "machine or move the load generator; more worker processes will not help",
     "stalls": "the event loop stalled while neither llmload nor the machine was busy: see the stall causes below",
@@ -149,10 +152,15 @@ def run_notes(limited_intervals: list[str], stop_reason: str, interval_s: float,
         notes.append("client: not judged (errors dominated the run)")
     elif limited_intervals:
         n = len(limited_intervals)
-        ranked = sorted((causes or {"process": n}).items(), key=lambda kv: -kv[1])
-        advice = "; ".join(f"{ADVICE.get(c, c)} ({k} interval{'s' if k > 1 else ''})" for c, k in ranked)
-        notes.append(f"CLIENT-LIMITED: the load generator, not the server, limited the run during {n} of the "
-                     f"{interval_s:g}-second intervals (last: {limited_intervals[-1]}). {advice}")
+        by_advice: dict[str, int] = {}  # causes that give the same advice are one line
+        for c, k in (causes or {"process": n}).items():
+            by_advice[ADVICE.get(c, c)] = by_advice.get(ADVICE.get(c, c), 0) + k
+        ranked = sorted(by_advice.items(), key=lambda kv: -kv[1])
+        advice = "; ".join(f"{a} ({k} interval{'s' if k > 1 else ''})" for a, k in ranked)
+        who = ("the machine the load generator runs on" if set(causes or {}) == {"machine"}
+               else "the load generator")
+        notes.append(f"CLIENT-LIMITED: {who}, not the server, limited the run in {n} interval"
+                     f"{'s' if n > 1 else ''} of {interval_s:g} s (last: {limited_intervals[-1]}). {advice}")
     else:
         notes.append("client: not limited (CPU and event-loop lag stayed under the thresholds)")
     if stall_notes:
