@@ -3,8 +3,9 @@
 Names, plus the one way a whole file is written (:func:`replace_atomically`: a reader never sees
 half a file). Every writer (the plugin, the web UI's downloads, calibrate, the demo) and every
 reader (the report, compare, calibrate) takes the names from here: the files' suffixes, the
-columns of PREFIX_requests.csv and PREFIX_llm_history.csv, and a row's cells by name.
-(PREFIX_llm_stats.csv's columns come from :mod:`llmload.metrics.stats`, one per metric.)
+columns of PREFIX_requests.csv and PREFIX_server_metrics.csv, and a row's cells by name.
+(PREFIX_llm_stats.csv's and PREFIX_llm_history.csv's metric columns follow :mod:`llmload.metrics.catalog`:
+:mod:`llmload.metrics.stats` and :mod:`llmload.plugin.run_files` spell them.)
 
 Usage::
 
@@ -36,16 +37,6 @@ REQUESTS_COLUMNS = (
     "max_tokens", "token_source", "finish_reason", "users", "worker", "session_id", "turn", "error",
     "scheduled_time", "requested_input_tokens", "arrival_rate", "run_id", "coalesced_reads", "step_kind",
     "requested_image_tokens", "backoff_ms",
-)
-
-# PREFIX_llm_history.csv (and the web UI's download of it): one row per scenario per live interval
-HISTORY_COLUMNS = (
-    "time", "scenario", "users", "in_flight", "window_s", "requests", "ok", "errors", "rps", "output_tps",
-    "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "itl_p50_ms",
-    "itl_p95_ms", "itl_p99_ms", "worst_stall_ms", "cache_hit_ratio", "errors_by_status", "client_cpu_max",
-    "client_lag_p99_ms_max", "client_limited", "backoff_s", "errors_dominate", "client_cause", "client_stalls",
-    "client_stall_max_ms", "client_stall_cpu_max_ms", "client_steal_pct_max", "client_others_cpu_max",
-    "client_run_queue_max",
 )
 
 # PREFIX_server_metrics.csv, long format: one row per sample per scrape

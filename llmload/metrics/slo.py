@@ -2,9 +2,10 @@
 view, the shapes and the report. Pure; no numpy, no pandas.
 
 An SLO is ``[SCENARIO:]METRIC=VALUE``: METRIC is ``error_rate`` (failed ÷ finished, cancelled
-excluded), ``{ttft,ttft_visible,tpot,e2e,itl_max}_{pNN|mean|median}_ms`` (over ok requests) or
-``task_{pNN|mean|median}_s`` (agent workloads: the time to finish a task, over tasks that did not
-fail; a per-task SLO, judged on tasks, never on single requests).
+excluded), ``{NAME}_{pNN|mean|median}_ms`` (NAME: a latency metric of ``metrics.catalog`` with
+``slo=True``: ttft, ttft_visible, tpot, itl_max, e2e; over ok requests) or ``task_{pNN|mean|median}_s``
+(agent workloads: the time to finish a task, over tasks that did not fail; a per-task SLO, judged on
+tasks, never on single requests).
 A load meets an SLO when the metric's value is ≤ the limit. A scoped SLO (``rag:ttft_p95_ms``)
 replaces the unscoped one of the same metric for that scenario.
 
@@ -22,17 +23,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-LATENCY_NAMES = ("ttft_visible", "itl_max", "ttft", "tpot", "e2e")
-_PATTERN = re.compile(r"^(?:(ttft_visible|itl_max|ttft|tpot|e2e)_(p\d+(?:\.\d+)?|mean|median)_ms|"
-                      r"(task)_(p\d+(?:\.\d+)?|mean|median)_s)$")
+from llmload.metrics import catalog
+
+_STAT = r"(p\d+(?:\.\d+)?|mean|median)"
+_REQUEST_NAMES = "|".join(m.name for m in catalog.METRICS if m.slo and m.unit == "ms")
+_PATTERN = re.compile(rf"^(?:({_REQUEST_NAMES})_{_STAT}_ms|({catalog.TASK.name})_{_STAT}_{catalog.TASK.unit})$")
 ERROR_RATE = "error_rate"
-TASK = "task"
+TASK = catalog.TASK.name
 MIN_SAMPLES = 10  # fewer samples in a live window: no verdict
 DEFAULT_ERROR_BUDGET = 0.01  # failed ÷ finished a step may have unless told otherwise: failures count
-METRIC_HELP = ("error_rate, {ttft,ttft_visible,tpot,e2e,itl_max}_{pNN,mean,median}_ms or task_{pNN,mean,median}_s, "
-               "e.g. tpot_p99_ms")
+METRIC_HELP = catalog.slo_help()
 
 
 def _groups(metric: str) -> tuple[str, str] | None:
@@ -64,8 +66,8 @@ class SLO:
     @property
     def column(self) -> str | None:
         """The request-row column it reads (``ttft_ms``), None for error_rate and task SLOs."""
-        name = self.name
-        return None if name is None or name == TASK else f"{name}_ms"
+        metric = catalog.BY_NAME.get(self.name or "")
+        return metric.row_column if metric is not None else None
 
     @property
     def stat(self) -> str | None:
@@ -112,15 +114,6 @@ def parse_slo(text: str, where: str = "--slo") -> SLO:
     if stat and stat.startswith("p") and not 0 < float(stat[1:]) <= 100:
         raise ValueError(f"{where} {text!r}: percentile must be in (0, 100]")
     return SLO(metric=metric, limit=limit, scenario=scope.strip() or None)
-
-
-def parse_slo_mapping(mapping: Mapping[str, Any], scenario: str | None, where: str = "slo") -> list[SLO]:
-    """A scenario file's ``slo: {metric: limit}`` → SLOs scoped to ``scenario``."""
-    out = []
-    for metric, limit in mapping.items():
-        slo = parse_slo(f"{metric}={limit}", f"{where}.{metric}")
-        out.append(SLO(slo.metric, slo.limit, scenario))
-    return out
 
 
 def task_limit_s(slos: Iterable[SLO], scenario: str) -> float | None:

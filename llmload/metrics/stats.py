@@ -17,23 +17,36 @@ Usage::
 from __future__ import annotations
 
 import math
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from llmload.files import COL
+from llmload.metrics import catalog
 from llmload.metrics.agent_tasks import TaskRecord, TaskStats
 from llmload.metrics.histogram import Histogram
 from llmload.metrics.record import OK, STATUSES, RequestRecord, rounded
 
-METRICS = ("ttft", "ttft_visible", "tpot", "itl", "itl_max", "e2e")
-QUANTILES = (("median", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0))
+METRICS = catalog.HISTOGRAM_KEYS  # histogram keys, in llm_stats column order (metrics.catalog)
+QUANTILES = catalog.STATS_QUANTILES
 AGGREGATED = "Aggregated"
 LATE_MS = 10.0
 """A request sent more than this after its scheduled time counts as late (the client fell behind)."""
-(_START, _STATUS, _TTFT, _TTFT_VIS, _TPOT, _E2E, _ITL_MAX, _PROMPT, _CACHED, _COMPLETION, _REQUESTED, _SCHEDULED,
- _IMAGE, _BACKOFF) = (
-    COL.start_time, COL.status, COL.ttft_ms, COL.ttft_visible_ms, COL.tpot_ms, COL.e2e_ms, COL.itl_max_ms,
-    COL.prompt_tokens, COL.cached_tokens, COL.completion_tokens, COL.requested_input_tokens, COL.scheduled_time,
-    COL.requested_image_tokens, COL.backoff_ms)
+_ROW_HIST = tuple(m.name for m in catalog.ROW_METRICS)  # histogram fed by each per-request metric, in order
+_ROW_LATENCIES = attrgetter(*(m.row_column for m in catalog.ROW_METRICS))  # RequestRecord fields = CSV columns
+_ROW_CELLS = itemgetter(*(getattr(COL, m.row_column) for m in catalog.ROW_METRICS))
+_E2E_AT = _ROW_HIST.index("e2e")  # the request's end: start + E2E
+(_START, _STATUS, _PROMPT, _CACHED, _COMPLETION, _REQUESTED, _SCHEDULED, _IMAGE, _BACKOFF) = (
+    COL.start_time, COL.status, COL.prompt_tokens, COL.cached_tokens, COL.completion_tokens,
+    COL.requested_input_tokens, COL.scheduled_time, COL.requested_image_tokens, COL.backoff_ms)
+
+
+def stat_values(h: Histogram, stats: tuple[str, ...], digits: int = 3) -> list[float | None]:
+    """``h``'s value of each statistic (``p95``, ``median``, ``mean``, ``max``), rounded; None when empty."""
+    if not h:
+        return [None] * len(stats)
+    qs = [50.0 if s == "median" else float(s[1:]) for s in stats if s not in ("mean", "max")]
+    found = iter(h.percentiles(qs) if qs else [])
+    return [rounded(h.mean if s == "mean" else h.max if s == "max" else next(found), digits) for s in stats]
 
 
 class ScenarioStats:
@@ -64,9 +77,9 @@ class ScenarioStats:
 
     def add(self, rec: RequestRecord) -> None:
         m = rec.meta
-        self.add_values(rec.status, m.start_time, rec.ttft_ms, rec.ttft_visible_ms, rec.tpot_ms, rec.e2e_ms,
-                        rec.itl_max_ms, rec.prompt_tokens, rec.cached_tokens, rec.completion_tokens,
-                        m.requested_input_tokens, m.scheduled_time, m.requested_image_tokens, rec.backoff_ms)
+        self.add_values(rec.status, m.start_time, _ROW_LATENCIES(rec), rec.prompt_tokens, rec.cached_tokens,
+                        rec.completion_tokens, m.requested_input_tokens, m.scheduled_time, m.requested_image_tokens,
+                        rec.backoff_ms)
         if rec.status == OK and rec.itl_ms:
             self.hist["itl"].record_many(rec.itl_ms)
         if rec.content_encoding:
@@ -75,14 +88,13 @@ class ScenarioStats:
 
     def add_row(self, row: tuple) -> None:
         """Account a PREFIX_requests.csv row (tuple in CSV_COLUMNS order; no per-chunk ITL)."""
-        self.add_values(row[_STATUS], row[_START], row[_TTFT], row[_TTFT_VIS], row[_TPOT], row[_E2E], row[_ITL_MAX],
-                        row[_PROMPT], row[_CACHED], row[_COMPLETION], row[_REQUESTED], row[_SCHEDULED], row[_IMAGE],
-                        row[_BACKOFF])
+        self.add_values(row[_STATUS], row[_START], _ROW_CELLS(row), row[_PROMPT], row[_CACHED], row[_COMPLETION],
+                        row[_REQUESTED], row[_SCHEDULED], row[_IMAGE], row[_BACKOFF])
 
-    def add_values(self, st: str, start: float, ttft: float | None, ttft_visible: float | None, tpot: float | None,
-                   e2e: float | None, itl_max: float | None, prompt: int | None, cached: int | None,
-                   completion: int | None, requested: int | None, scheduled: float | None = None,
+    def add_values(self, st: str, start: float, latencies: tuple[float | None, ...], prompt: int | None,
+                   cached: int | None, completion: int | None, requested: int | None, scheduled: float | None = None,
                    image: int | None = None, backoff_ms: float | None = None) -> None:
+        """Account one request; ``latencies``: the values of ``catalog.ROW_METRICS``, in order."""
         self.status_counts[st] = self.status_counts.get(st, 0) + 1
         if scheduled is not None and start:
             lag_ms = max(start - scheduled, 0.0) * 1000.0
@@ -93,7 +105,7 @@ class ScenarioStats:
             self.backoff_ms += backoff_ms
         if start < self.first_start:
             self.first_start = start
-        end = start + (e2e or 0.0) / 1000.0
+        end = start + (latencies[_E2E_AT] or 0.0) / 1000.0
         if end > self.last_end:
             self.last_end = end
         if st != OK:
@@ -107,8 +119,7 @@ class ScenarioStats:
             self.reported_input += prompt
             self.compared += 1
         h = self.hist
-        for name, value in (("ttft", ttft), ("ttft_visible", ttft_visible), ("tpot", tpot), ("itl_max", itl_max),
-                            ("e2e", e2e)):
+        for name, value in zip(_ROW_HIST, latencies):  # noqa: B905 (same length by construction; per request)
             if value is not None:
                 h[name].record(value)
 
@@ -175,7 +186,7 @@ class ScenarioStats:
         return s
 
     def summary(self) -> dict[str, Any]:
-        """One row of PREFIX_llm_stats.csv (vLLM-style names for the latency columns)."""
+        """One row of PREFIX_llm_stats.csv (the latency columns: ``Metric.stats_column``, vLLM's names)."""
         duration = max(self.last_end - self.first_start, 0.0) if self.requests else 0.0
         row: dict[str, Any] = {
             "requests": self.requests,
@@ -200,13 +211,13 @@ class ScenarioStats:
             "coalesced_reads": self.coalesced,
             "compressed_responses": self.compressed,
         })
-        for m in METRICS:
-            h = self.hist[m]
-            row[f"mean_{m}_ms"] = rounded(h.mean) if h else None
+        for metric in catalog.METRICS:
+            h = self.hist[metric.name]
+            row[metric.stats_column("mean")] = rounded(h.mean) if h else None
             values = h.percentiles(q for _, q in QUANTILES) if h else [None] * len(QUANTILES)
-            for (label, _), v in zip(QUANTILES, values, strict=True):
-                row[f"{label}_{m}_ms"] = rounded(v)
-            row[f"max_{m}_ms"] = rounded(h.max) if h else None
+            for (stat, _), v in zip(QUANTILES, values, strict=True):
+                row[metric.stats_column(stat)] = rounded(v)
+            row[metric.stats_column("max")] = rounded(h.max) if h else None
         lag = self.lag
         p50, p99 = lag.percentiles((50.0, 99.0)) if lag else (None, None)
         row.update({"scheduled_requests": lag.count, "median_schedule_lag_ms": rounded(p50),

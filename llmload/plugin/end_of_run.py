@@ -14,7 +14,8 @@ from typing import Any
 
 from llmload import files
 from llmload.health.verdict import errors_dominate
-from llmload.metrics.record import STATUSES
+from llmload.metrics import catalog
+from llmload.metrics.record import CANCELLED, STATUSES
 from llmload.metrics.stats import AGGREGATED, LATE_MS
 
 
@@ -53,16 +54,18 @@ def format_summary(rows: list[dict[str, Any]], expected_hit_ratio: dict[str, flo
     def f(v: Any, nd: int = 1) -> str:
         return "-" if v is None else (f"{v:.{nd}f}" if isinstance(v, float) else str(v))
 
+    # (heading, llm_stats column, decimals, width): a metric's first statistic carries its label
+    latency = [(metric.title(st) if i == 0 else st, metric.stats_column(st), metric.digits,
+                len(metric.title(st)) + 2 if i == 0 else 9)
+               for metric in catalog.METRICS for i, st in enumerate(metric.summary)]
     head = (f"{'scenario':<16}{'reqs':>7}{'ok':>7}{'fail':>6}{'req/s':>8}{'out tok/s':>11}"
-            f"{'TTFT p50':>10}{'p95':>9}{'p99':>9}{'TPOT p50':>10}{'p95':>8}{'p99':>8}{'ITL p99':>9}"
-            f"{'E2E p50':>10}{'p99':>10}")
-    lines = ["LLM summary (ms; latency over ok requests; ITL over all chunks)", head]
+            + "".join(f"{title:>{w}}" for title, _, _, w in latency))
+    lines = ["LLM summary of the whole run, warm-up included (ms; latency over ok requests; ITL over all chunks). "
+             "`llmload report` measures each load step after its warm-up, so its figures differ.", head]
     for r in rows:
         lines.append(
             f"{r['scenario'][:15]:<16}{r['requests']:>7}{r['ok']:>7}{r['failures']:>6}{f(r['rps'], 2):>8}"
-            f"{f(r['output_tps']):>11}{f(r['median_ttft_ms']):>10}{f(r['p95_ttft_ms']):>9}{f(r['p99_ttft_ms']):>9}"
-            f"{f(r['median_tpot_ms'], 2):>10}{f(r['p95_tpot_ms'], 2):>8}{f(r['p99_tpot_ms'], 2):>8}"
-            f"{f(r['p99_itl_ms'], 2):>9}{f(r['median_e2e_ms']):>10}{f(r['p99_e2e_ms']):>10}"
+            f"{f(r['output_tps']):>11}" + "".join(f"{f(r[col], nd):>{w}}" for _, col, nd, w in latency)
         )
     errors = {}
     for r in rows:
@@ -73,13 +76,16 @@ def format_summary(rows: list[dict[str, Any]], expected_hit_ratio: dict[str, flo
                 errors[st] = errors.get(st, 0) + r[st]
     if errors:
         lines.append("by status: " + ", ".join(f"{k} {v}" for k, v in errors.items()))
+        if errors.get(CANCELLED):
+            lines.append(f"{errors[CANCELLED]} cancelled: in flight when the test ended and cut off (not failures of "
+                         "the server); --stop-timeout S lets requests in flight finish, up to S seconds")
     totals = rows[-1] if rows else {}
     if totals.get("compressed_responses"):
         lines.append(f"{totals['compressed_responses']} response(s) came compressed despite Accept-Encoding: "
                      "identity (a gateway?); they were decoded")
     if totals.get("coalesced_reads"):
         lines.append(f"{totals['coalesced_reads']} read(s) carried several tokens at once (the client fell behind "
-                     "or the server sent them together): their gaps are left out of ITL and worst stall")
+                     "or the server sent them together): their gaps are left out of ITL and ITL max")
     for r in rows:
         if r["scenario"] == AGGREGATED:
             continue
@@ -130,8 +136,7 @@ def schedule_line(r: dict[str, Any]) -> str:
 
 ADVICE = {
     "process": "add worker processes (--processes) before trusting these numbers",
-    "calibrated": "it ran above what `llmload calibrate` measured one process can time exactly: add worker "
-                  "processes (--processes)",
+    "calibrated": "add worker processes (--processes) before trusting these numbers",  # as "process": one line
     "machine": "the machine was busy, not llmload (steal, run queue or other processes on its cores): free the "
                "machine or move the load generator; more worker processes will not help",
     "stalls": "the event loop stalled while neither llmload nor the machine was busy: see the stall causes below",
@@ -148,10 +153,15 @@ def run_notes(limited_intervals: list[str], stop_reason: str, interval_s: float,
         notes.append("client: not judged (errors dominated the run)")
     elif limited_intervals:
         n = len(limited_intervals)
-        ranked = sorted((causes or {"process": n}).items(), key=lambda kv: -kv[1])
-        advice = "; ".join(f"{ADVICE.get(c, c)} ({k} interval{'s' if k > 1 else ''})" for c, k in ranked)
-        notes.append(f"CLIENT-LIMITED: the load generator, not the server, limited the run during {n} of the "
-                     f"{interval_s:g}-second intervals (last: {limited_intervals[-1]}). {advice}")
+        by_advice: dict[str, int] = {}  # causes that give the same advice are one line
+        for c, k in (causes or {"process": n}).items():
+            by_advice[ADVICE.get(c, c)] = by_advice.get(ADVICE.get(c, c), 0) + k
+        ranked = sorted(by_advice.items(), key=lambda kv: -kv[1])
+        advice = "; ".join(f"{a} ({k} interval{'s' if k > 1 else ''})" for a, k in ranked)
+        who = ("the machine the load generator runs on" if set(causes or {}) == {"machine"}
+               else "the load generator")
+        notes.append(f"CLIENT-LIMITED: {who}, not the server, limited the run in {n} interval"
+                     f"{'s' if n > 1 else ''} of {interval_s:g} s (last: {limited_intervals[-1]}). {advice}")
     else:
         notes.append("client: not limited (CPU and event-loop lag stayed under the thresholds)")
     if stall_notes:

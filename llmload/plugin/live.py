@@ -24,9 +24,10 @@ from typing import Any
 
 from llmload.files import COL
 from llmload.health.verdict import describe, errors_dominate
+from llmload.metrics import catalog
 from llmload.metrics.histogram import Histogram
 from llmload.metrics.record import OK, rounded
-from llmload.metrics.stats import AGGREGATED, ScenarioStats
+from llmload.metrics.stats import AGGREGATED, ScenarioStats, stat_values
 
 WINDOW_S = 10.0
 KEEP_S = 120.0
@@ -101,13 +102,10 @@ class LiveWindow:
 
 
 def window_row(name: str, s: ScenarioStats, window_s: float) -> dict[str, Any]:
-    h = s.hist
-    ttft = h["ttft"].percentiles((50, 95, 99)) if h["ttft"] else [None] * 3
-    tpot = h["tpot"].percentiles((50, 95, 99)) if h["tpot"] else [None] * 3
-    itl = h["itl"].percentiles((50, 95, 99)) if h["itl"] else [None] * 3
+    """One live row: counts, rates and every catalog metric's ``live`` statistics (``ttft_p95_ms``)."""
     errors = {k: v for k, v in s.status_counts.items() if k not in (OK, "cancelled")}
     n_errors = sum(errors.values())
-    return {
+    row: dict[str, Any] = {
         "scenario": name,
         "window_s": window_s,
         "requests": s.requests,
@@ -116,16 +114,17 @@ def window_row(name: str, s: ScenarioStats, window_s: float) -> dict[str, Any]:
         "errors_by_status": errors,
         "rps": rounded(s.ok / window_s, 3),
         "output_tps": rounded(s.output_tokens / window_s, 1),
-        "ttft_p50_ms": rounded(ttft[0], 2), "ttft_p95_ms": rounded(ttft[1], 2), "ttft_p99_ms": rounded(ttft[2], 2),
-        "ttft_mean_ms": rounded(h["ttft"].mean, 2) if h["ttft"] else None,  # next to the server's (exact) mean
-        "tpot_p50_ms": rounded(tpot[0], 2), "tpot_p95_ms": rounded(tpot[1], 2), "tpot_p99_ms": rounded(tpot[2], 2),
-        "itl_p50_ms": rounded(itl[0], 2), "itl_p95_ms": rounded(itl[1], 2), "itl_p99_ms": rounded(itl[2], 2),
-        "worst_stall_ms": rounded(h["itl_max"].max, 2) if h["itl_max"] else None,
+    }
+    for metric in catalog.METRICS:  # ttft mean is there to stand next to the server's (exact) mean
+        row.update(zip((metric.key(st) for st in metric.live), stat_values(s.hist[metric.name], metric.live, 2),
+                       strict=True))
+    row.update({
         "cache_hit_ratio": rounded(s.cached_tokens / s.prompt_tokens, 4) if s.prompt_tokens else None,
         "backoff_s": rounded(s.backoff_ms / 1000.0, 3),
         "errors_dominate": errors_dominate(s.ok + n_errors, n_errors),
         "_stats": s,
-    }
+    })
+    return catalog.with_old_keys(row)
 
 
 class LiveHistory:

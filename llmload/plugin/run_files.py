@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import IO, Any
 
-from llmload.files import HISTORY_COLUMNS
+from llmload.metrics import catalog
 from llmload.metrics.record import CSV_COLUMNS
 
 
@@ -110,6 +110,15 @@ def write_llm_stats(path: str, rows: list[dict[str, Any]]) -> None:
         except OSError:
             pass
         raise OutputError(f"{path}: cannot write: {e.strerror} (errno {e.errno})") from None
+
+
+HISTORY_COLUMNS = (
+    "time", "scenario", "users", "in_flight", "window_s", "requests", "ok", "errors", "rps", "output_tps",
+    *catalog.live_keys(), "cache_hit_ratio", "errors_by_status", "client_cpu_max",
+    "client_lag_p99_ms_max", "client_limited", "backoff_s", "errors_dominate", "client_cause", "client_stalls",
+    "client_stall_max_ms", "client_stall_cpu_max_ms", "client_steal_pct_max", "client_others_cpu_max",
+    "client_run_queue_max", *catalog.RENAMED,  # the old names last, for one release (deprecated)
+)
 
 
 class HistoryCsv:

@@ -8,6 +8,7 @@ under Locust's ``--web-base-path`` and behind ``--web-login`` like Locust's own.
 Routes (under the base path): ``llmload/dashboard`` (charts over time, SVG drawn by a small
 script in the page: no CDN, works offline), ``llmload/live.json`` (the tab's rows),
 ``llmload/history.json`` (the dashboard's data: client rows and server samples),
+``llmload/metrics.json`` (the dashboard's latency charts: ``metrics.catalog.dashboard_spec``),
 ``llmload/requests.csv`` and ``llmload/server_metrics.csv`` (written only with ``--csv``: without
 it the links say so), ``llmload/llm_stats.csv`` and ``llmload/history.csv`` (the file with
 ``--csv``, else made from the rows in memory).
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response, request, send_file
 
+from llmload.metrics import catalog
 from llmload.metrics.record import OK, STATUSES
 from llmload.metrics.stats import AGGREGATED
 from llmload.plugin.live_feed import client_state
@@ -39,21 +41,20 @@ if TYPE_CHECKING:
 TAB_KEY = "llm"
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 
+_LATENCY_TAB = [(m, st) for m in catalog.METRICS for st in m.tab]  # (metric, statistic) per latency column
 TABLE = [
     ("scenario", "Scenario"), ("window", "Window"), ("in_flight", "In flight"), ("rps", "Req/s"),
-    ("output_tps", "Output tok/s"), ("ttft_p50_ms", "TTFT p50 ms"), ("ttft_p95_ms", "TTFT p95"),
-    ("ttft_p99_ms", "TTFT p99"), ("tpot_p50_ms", "TPOT p50 ms"), ("tpot_p95_ms", "TPOT p95"),
-    ("itl_p99_ms", "ITL p99 ms"), ("worst_stall_ms", "Worst stall ms"), ("cache_hit_ratio", "Cache hit ratio"),
+    ("output_tps", "Output tok/s"), *((m.key(st), m.title(st, unit=True)) for m, st in _LATENCY_TAB),
+    ("cache_hit_ratio", "Cache hit ratio"),
     ("errors", "Errors"), ("errors_text", "Errors by status"), ("client", "Client"),
     ("server_queue", "Server running / waiting"), ("server_kv", "Server KV cache %"),
     ("server_hit", "Server prefix hit rate"), ("server_ttft", "TTFT mean server / client"),
 ]
 SERVER_KEYS = ("server_queue", "server_kv", "server_hit", "server_ttft")
+_TTFT_MEAN = catalog.BY_NAME["ttft"].key("mean")  # the client's, and the server's samples spell it the same
 # whole-run summary (PREFIX_llm_stats.csv names) → the tab's columns, once a test has stopped
-STOPPED = {"rps": "rps", "output_tps": "output_tps", "ttft_p50_ms": "median_ttft_ms", "ttft_p95_ms": "p95_ttft_ms",
-           "ttft_p99_ms": "p99_ttft_ms", "tpot_p50_ms": "median_tpot_ms", "tpot_p95_ms": "p95_tpot_ms",
-           "itl_p99_ms": "p99_itl_ms", "worst_stall_ms": "max_itl_max_ms", "cache_hit_ratio": "cache_hit_ratio",
-           "errors": "failures"}
+STOPPED = {"rps": "rps", "output_tps": "output_tps", **{m.key(st): m.stats_column(st) for m, st in _LATENCY_TAB},
+           "cache_hit_ratio": "cache_hit_ratio", "errors": "failures"}
 
 
 def _fmt(v: Any) -> Any:
@@ -75,7 +76,7 @@ def server_cells(sample: dict[str, Any] | None, client_ttft_mean: Any) -> dict[s
         "server_queue": f"{_num(sample.get('running'), 0)} / {_num(sample.get('waiting'), 0)}{up}",
         "server_kv": _num(sample.get("kv_usage_pct"), 1),
         "server_hit": _num(sample.get("prefix_hit_rate"), 3),
-        "server_ttft": f"{_num(sample.get('ttft_mean_ms'), 1)} / {_num(client_ttft_mean, 1)}",
+        "server_ttft": f"{_num(sample.get(_TTFT_MEAN), 1)} / {_num(client_ttft_mean, 1)}",
     }
 
 
@@ -132,7 +133,7 @@ def tab_rows(plugin: LLMLoadPlugin) -> list[dict[str, Any]]:
         row["errors_text"] = ", ".join(f"{k} {v}" for k, v in sorted(r.get("errors_by_status", {}).items())) or "none"
         row["client"] = client
         whole = r["scenario"] == AGGREGATED or len(latest) == 1
-        row.update(server_cells(sample, r.get("ttft_mean_ms")) if whole else {k: "" for k in SERVER_KEYS})
+        row.update(server_cells(sample, r.get(_TTFT_MEAN)) if whole else {k: "" for k in SERVER_KEYS})
         out.append(row)
     return out
 
@@ -181,6 +182,11 @@ def install(environment: Any, plugin: LLMLoadPlugin) -> None:
     @auth
     def dashboard() -> Response:
         return send_file(os.path.join(STATIC, "dashboard.html"), mimetype="text/html", max_age=0)
+
+    @bp.route("/metrics.json")
+    @auth
+    def metrics() -> Response:  # the dashboard's latency charts, from the metric catalog
+        return Response(json.dumps({"metrics": catalog.dashboard_spec()}), mimetype="application/json")
 
     @bp.route("/live.json")
     @auth

@@ -8,6 +8,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from llmload.metrics import catalog
+
+
+def _headline(axes: Any, stat: str = "") -> list[tuple[Any, str, str]]:
+    """(axis, report.json field, title) for each headline metric of the catalog (TTFT, TPOT): a panel each."""
+    return [(ax, m.row_column or "", f"{m.title(stat) if stat else m.label} ({m.unit})")
+            for ax, m in zip(np.atleast_1d(axes), catalog.HEADLINE, strict=True)]
+
 
 def _fig():
     import matplotlib
@@ -27,13 +35,13 @@ def _png(fig) -> bytes:
 
 def throughput_latency(steps: list[dict[str, Any]], slos: list[Any], capacity: dict[str, Any],
                        label: str = "users") -> bytes | None:
-    """TTFT p95 and TPOT p95 against req/s, SLO limits as lines, the capacity step marked."""
+    """Each headline metric's p95 (TTFT, TPOT) against req/s, SLO limits as lines, the capacity step marked."""
     if not steps:
         return None
     plt = _fig()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, axes = plt.subplots(1, len(catalog.HEADLINE), figsize=(10, 3.6))
     rps = [s["rps"] for s in steps]
-    for ax, field, title in ((axes[0], "ttft_ms", "TTFT p95 (ms)"), (axes[1], "tpot_ms", "TPOT p95 (ms)")):
+    for ax, field, title in _headline(axes, "p95"):
         ys = [s[field]["p95"] for s in steps]
         ax.plot(rps, ys, "o-", color="#1f77b4")
         for s, x, y in zip(steps, rps, ys, strict=True):
@@ -58,9 +66,9 @@ def percentiles_per_step(steps: list[dict[str, Any]], label: str = "users") -> b
     if not steps:
         return None
     plt = _fig()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    fig, axes = plt.subplots(1, len(catalog.HEADLINE), figsize=(10, 3.4))
     levels = [s["level"] for s in steps]
-    for ax, field, title in ((axes[0], "ttft_ms", "TTFT (ms)"), (axes[1], "tpot_ms", "TPOT (ms)")):
+    for ax, field, title in _headline(axes):
         for q, style in (("p50", "o-"), ("p95", "s--"), ("p99", "^:")):
             ax.plot(levels, [s[field][q] for s in steps], style, label=q)
         ax.set_xlabel(label)
@@ -133,14 +141,14 @@ def ttft_over_time(df: pd.DataFrame) -> bytes | None:
 
 def compare_curves(series: list[tuple[str, list[dict[str, Any]], dict[str, Any]]], slos: list[Any],
                    label: str = "users") -> bytes | None:
-    """Every run's TTFT p95 and TPOT p95 against req/s on one pair of axes, SLO limits as lines,
+    """Every run's headline p95s (TTFT, TPOT) against req/s on one pair of axes, SLO limits as lines,
     each run's capacity step starred. ``series``: (run label, its steps, its capacity)."""
     if not any(steps for _, steps, _ in series):
         return None
     plt = _fig()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig, axes = plt.subplots(1, len(catalog.HEADLINE), figsize=(10, 3.8))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, field, title in ((axes[0], "ttft_ms", "TTFT p95 (ms)"), (axes[1], "tpot_ms", "TPOT p95 (ms)")):
+    for ax, field, title in _headline(axes, "p95"):
         for i, (name, steps, cap) in enumerate(series):
             pts = sorted(((s["rps"], s[field]["p95"], s) for s in steps if s[field]["p95"] is not None),
                          key=lambda p: p[0])

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llmload import files
+from llmload.metrics import catalog
 from llmload.report.build import build_report
 from llmload.report.format import fmt, fmt_usd
 from llmload.report.load import ReportError
@@ -85,8 +86,8 @@ COLUMNS: list[Column] = [
            fmt_usd),
     Column("matched_level", "matched load (level)", lambda r: None if r.matched is None else r.matched["level"],
            lambda v: "–" if v is None else f"{v:g}"),
-    *[Column(f"{f}_{q}_at_matched", f"{name} {q} at matched load (ms)", _at(f"{f}_ms", q), lambda v: fmt(v, 1))
-      for f, name in (("ttft", "TTFT"), ("tpot", "TPOT")) for q in ("p50", "p95", "p99")],
+    *[Column(f"{m.name}_{q}_at_matched", f"{m.title(q)} at matched load ({m.unit})", _at(m.row_column, q),
+             lambda v: fmt(v, 1)) for m in catalog.HEADLINE for q in m.report],
     Column("prefix_cache_hit_ratio", "prefix-cache hit ratio (cached ÷ prompt tokens)",
            lambda r: (r.report.overall.prefix_cache or {}).get("hit_ratio_tokens"), lambda v: fmt(v, 3)),
     # the server's side (runs with PREFIX_server_metrics.csv; "–" for the others), llmload.report.server

@@ -14,6 +14,7 @@ import pandas as pd
 
 from llmload import files
 from llmload.files import REQUESTS_COLUMNS as CSV_COLUMNS
+from llmload.metrics import catalog
 from llmload.metrics.record import STATUSES
 
 
@@ -24,8 +25,8 @@ class ReportError(Exception):
 REQUIRED = ("start_time", "status", "users")
 HEAD_BYTES = 1 << 16
 _SKIPPED = re.compile(r"Skipping line (\d+)")
-NUMERIC = ("start_time", "http_status", "ttft_ms", "ttft_visible_ms", "tpot_ms", "e2e_ms", "itl_max_ms",
-           "prompt_tokens", "cached_tokens", "completion_tokens", "max_tokens", "users", "worker", "turn",
+NUMERIC = ("start_time", "http_status", *(m.row_column for m in catalog.ROW_METRICS), "prompt_tokens",
+           "cached_tokens", "completion_tokens", "max_tokens", "users", "worker", "turn",
            "scheduled_time", "requested_input_tokens", "arrival_rate", "coalesced_reads", "requested_image_tokens",
            "backoff_ms")
 TEXT = ("request_id", "scenario", "status", "token_source", "finish_reason", "session_id", "error", "step_kind",

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from llmload import files
+from llmload.metrics import catalog
 from llmload.report import charts as ch
 from llmload.report.confidence import settle_text
 from llmload.report.document import Block, clean, render_html, render_markdown, write_files
@@ -25,6 +26,7 @@ from llmload.report.server import server_table
 from llmload.report.traffic import traffic_json, traffic_tables
 
 REPORT_FILES = ("report.json", "report.md", "report.html", "vllm_bench_serve.json")
+_REPORTED = [m for m in catalog.ROW_METRICS if m.report]  # the step table's latency columns, in catalog order
 
 
 def _pq(d: dict[str, Any], qs: tuple[str, ...] = ("p50", "p95", "p99")) -> str:
@@ -83,15 +85,15 @@ def _verdict_text(d: dict[str, Any]) -> str:
 def _steps_block(sec: Section, title: str, report: Report) -> Block:
     open_loop = report.level == "arrival_rate"
     header = [report.level_label, *(["users"] if open_loop else []), "measured s", "requests (ok)", "errors",
-              "req/s", "out tok/s", "total tok/s", "TTFT p50/p95/p99", "TPOT p50/p95/p99", "E2E p50/p95/p99",
-              "worst stall p99", "goodput req/s", "SLO"]
+              "req/s", "out tok/s", "total tok/s", *(f"{m.label} {'/'.join(m.report)}" for m in _REPORTED),
+              "goodput req/s", "SLO"]
     rows = []
     for s in sec.steps:
         d = s.data
         rows.append([f'{d["level"]:g}', *([str(d["users"])] if open_loop else []), fmt(d["duration_s"], 1),
                      f'{d["requests"]} ({d["ok"]})', str(d["errors"]), fmt(d["rps"], 3), fmt(d["output_tps"], 1),
-                     fmt(d["total_tps"], 1), _pq(d["ttft_ms"]), _pq(d["tpot_ms"]), _pq(d["e2e_ms"]),
-                     fmt(d["itl_max_ms"]["p99"], 1), fmt(d["goodput_rps"], 3), _verdict_text(d)])
+                     fmt(d["total_tps"], 1), *(_pq(d[m.row_column], m.report) for m in _REPORTED),
+                     fmt(d["goodput_rps"], 3), _verdict_text(d)])
     return Block(title, 3, header=header, rows=rows)
 
 
@@ -172,9 +174,7 @@ def blocks(report: Report) -> list[Block]:
         "passing step above a failing one is a warning, never capacity. A step with too few ok requests has no "
         "verdict. Cost and plan use the capacity step's own numbers; an estimate between steps is shown "
         "separately and never priced.",
-        "- TTFT: t0 → first output-carrying event (role-only chunks never count). TPOT: (E2E − TTFT) / "
-        "(output tokens − 1). E2E: t0 → end of stream (for a failed request: to the moment it failed). Worst "
-        "stall: the request's largest gap between output events (itl_max_ms)."]))
+        "- " + " ".join(f"{m.label} (`{m.row_column}`): {m.description}." for m in _REPORTED)]))
     return out
 
 
@@ -195,7 +195,7 @@ def vllm_export(report: Report) -> list[dict[str, Any]]:
             "request_throughput": d["rps"], "output_throughput": d["output_tps"],
             "total_token_throughput": d["total_tps"], "request_goodput": d["goodput_rps"],
         }
-        for col, name in (("ttft_ms", "ttft"), ("tpot_ms", "tpot"), ("e2e_ms", "e2el")):
+        for col, name in ((m.row_column, m.vllm) for m in catalog.ROW_METRICS if m.vllm):
             v = rows[col].dropna().to_numpy(dtype=float) if col in rows else []
             if len(v):
                 entry[f"mean_{name}_ms"] = float(v.mean())

@@ -113,7 +113,7 @@ def _r(v: float | None, nd: int = 4) -> float | None:
 
 
 def step_server(stats: StepServerStats, step: dict[str, Any], baseline: tuple[StepServerStats, dict[str, Any]],
-                span_s: float) -> dict[str, Any]:
+                span_s: float, previous: str | None = None) -> dict[str, Any]:
     """One step's ``server`` entry (see the module docstring); ``span_s``: from its first scrape to its last."""
     client_ttft = step.get("ttft_ms") or {}
     server_ttft = stats.ttft_ms or {}
@@ -130,7 +130,8 @@ def step_server(stats: StepServerStats, step: dict[str, Any], baseline: tuple[St
     warnings = [w for w in (token_rate_warning(stats.generation_tps, step["output_tps"], tolerance=tolerance),
                             token_rate_warning(stats.prompt_tps, client_input_tps, what="prompt", tolerance=tolerance))
                 if w]
-    verdict = server_verdict(stats, client=step, baseline=baseline[0], baseline_client=baseline[1])
+    verdict = server_verdict(stats, client=step, baseline=baseline[0], baseline_client=baseline[1],
+                             previous=previous)
     ttft = _pcts(stats.ttft_ms)
     if ttft is not None:
         ttft["mean"] = _r(stats.ttft_mean_ms, 3)
@@ -166,9 +167,11 @@ def attach_server_metrics(report: Report, prefix: str | list[str]) -> ServerRun 
     stats = [aggregate_step(run.points, s.measured_from, s.end) for s in steps]
     baseline = (stats[0], steps[0].data)
     times = [t for t, _ in run.points]
+    previous = None
     for s, st in zip(steps, stats, strict=True):
         inside = [t for t in times if s.measured_from <= t <= s.end]
-        s.data["server"] = step_server(st, s.data, baseline, inside[-1] - inside[0] if inside else 0.0)
+        s.data["server"] = step_server(st, s.data, baseline, inside[-1] - inside[0] if inside else 0.0, previous)
+        previous = s.data["server"]["verdict"]["limited_by"]
         for w in s.data["server"]["token_rate_warnings"]:
             report.warnings.append(f"server metrics, step {s.data['level']:g}: {w}")
     cap = report.overall.capacity

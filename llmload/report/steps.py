@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from llmload.metrics import catalog
 from llmload.metrics.slo import SLO
 from llmload.report.confidence import judge, quantile_ci
 
@@ -36,8 +37,8 @@ MIN_STEP_S = 1.0
 MIN_STEP_ROWS = 5
 SAMPLE_FLOOR = 30
 SHORT_STEP_E2E = 3.0  # a step's window should last at least this many mean E2Es
-PCTS = (50, 90, 95, 99)
-LATENCY_FIELDS = ("ttft_ms", "tpot_ms", "e2e_ms", "itl_max_ms")
+PCTS = catalog.REPORT_PERCENTILES
+LATENCY_FIELDS = tuple(m.row_column for m in catalog.ROW_METRICS)  # a report.json entry per field and step
 
 
 @dataclass
@@ -108,7 +109,7 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO],
     status = df["status"].astype(str).to_numpy()
     cancelled = status == "cancelled"
     cols = {c: (df[c].to_numpy(dtype=float) if c in df.columns else np.full(len(df), np.nan))
-            for c in (*LATENCY_FIELDS, "ttft_visible_ms", "completion_tokens", "prompt_tokens")}
+            for c in (*LATENCY_FIELDS, "completion_tokens", "prompt_tokens")}
     good = ok.copy()  # a failed request is never good
     for slo in slos:
         if slo.column is not None:

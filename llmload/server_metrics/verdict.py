@@ -16,6 +16,11 @@
   grows (the sentence gives TPOT against the baseline step when there is one).
 * ``unknown``: no server metrics in the step, or none that tell queueing from memory.
 
+Neighbouring steps get hysteresis: after a ``queueing`` or ``kv_cache`` step, the next one counts
+as queued down to ``leave_share`` (70 %) of the queue floor, and after ``kv_cache`` a KV peak of
+``kv_leave`` (90 %) still counts as full; so a run near an edge keeps one label rather than
+flipping from step to step.
+
 The verdict comes with a sentence carrying its evidence numbers and the numbers themselves.
 :func:`token_rate_warning` checks that the server's token rate and the client's agree.
 
@@ -51,6 +56,11 @@ class Thresholds:
     """Waiting requests added per second that count as a growing queue."""
     tpot_growth: float = 1.2
     """TPOT ratio to the baseline step that counts as "slower with a bigger batch"."""
+    leave_share: float = 0.7
+    """Hysteresis: after a step that queued, the next one counts as queueing down to this share of
+    the queue floor, so steps near the edge do not flip compute/queueing/compute."""
+    kv_leave: float = 0.9
+    """Hysteresis for the KV cache: after a ``kv_cache`` step, a peak this full still counts as full."""
 
 
 DEFAULT_THRESHOLDS = Thresholds()
@@ -115,9 +125,10 @@ def _queue_words(stats: StepServerStats) -> str:
 
 def server_verdict(stats: StepServerStats | None, client: Mapping[str, Any] | None = None,
                    baseline: StepServerStats | None = None, baseline_client: Mapping[str, Any] | None = None,
-                   thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Verdict:
+                   thresholds: Thresholds = DEFAULT_THRESHOLDS, previous: str | None = None) -> Verdict:
     """What limited this step, server-side. ``client`` is the report's step row (``tpot_ms`` ...);
-    ``baseline``/``baseline_client`` a lighter step (usually the first) to compare TPOT with."""
+    ``baseline``/``baseline_client`` a lighter step (usually the first) to compare TPOT with;
+    ``previous`` the verdict of the step before it in time (the hysteresis of :class:`Thresholds`)."""
     th = thresholds
     if stats is None or not stats.has_metrics():
         return Verdict(UNKNOWN, "unknown: no server metrics were scraped during this step")
@@ -125,6 +136,8 @@ def server_verdict(stats: StepServerStats | None, client: Mapping[str, Any] | No
     kv_max, kv_mean = stats.kv_usage_max, stats.kv_usage_mean
     preempted = (stats.preemptions or 0.0) > 0
     floor = max(th.waiting, th.waiting_share * (stats.running_mean or 0.0))
+    if previous in (QUEUEING, KV_CACHE):
+        floor *= th.leave_share
     trend = stats.waiting_trend_per_s or 0.0
     # mean and median: a queue shows in most scrapes, not in one that caught a burst of arrivals
     mean = stats.waiting_mean or 0.0
@@ -132,7 +145,7 @@ def server_verdict(stats: StepServerStats | None, client: Mapping[str, Any] | No
     grew = (trend >= th.waiting_growth and trend * (stats.end - stats.start) >= max(1.0, floor)
             and (stats.waiting_median is None or stats.waiting_median > 0))
     queued = typical >= floor or grew
-    kv_full = kv_max is not None and kv_max >= th.kv_full
+    kv_full = kv_max is not None and kv_max >= (th.kv_leave if previous == KV_CACHE else th.kv_full)
 
     if preempted or (kv_full and queued):
         parts = []
@@ -161,7 +174,11 @@ def server_verdict(stats: StepServerStats | None, client: Mapping[str, Any] | No
         return Verdict(UNKNOWN, "unknown: the server reports neither its queue nor its KV cache", evidence)
 
     kv = f"KV cache at most {_pct(kv_max)}" if kv_max is not None else "KV usage not reported"
-    head = f"compute: no queue ({_num(stats.waiting_mean or 0.0)} waiting on average) and {kv}"
+    waiting = stats.waiting_mean or 0.0
+    queue = ("no request waited" if waiting == 0 else
+             f"the queue stayed short ({_num(waiting)} waiting on average, under the {_num(floor)} that counts "
+             "as a queue)")
+    head = f"compute: {queue} and {kv}"
     tpot, base_tpot, tpot_name = _tpot_pair(stats, client, baseline, baseline_client)
     if tpot is None:
         return Verdict(COMPUTE, head + " — the load is all running; its speed is the GPU's", evidence)

@@ -11,7 +11,7 @@ the last one; the reader's checker enforces them (no timer per read).
 
 A read that carries more than one output event stamps them all with one time: the gaps between
 them, and the gap before them, cannot be known. They are counted (``coalesced_reads``) and left
-out of the ITL histogram and the worst stall.
+out of the ITL histogram and itl_max.
 
 Usage::
 

@@ -41,7 +41,8 @@ while True:
     out.write(len(frame).to_bytes(4, "big") + frame)
 """
 PAGES = ("/", "/stats/requests", "/stats/report", "/llmload/dashboard", "/llmload/live.json",
-         "/llmload/history.json", "/llmload/requests.csv", "/llmload/llm_stats.csv", "/llmload/history.csv")
+         "/llmload/history.json", "/llmload/metrics.json", "/llmload/requests.csv", "/llmload/llm_stats.csv",
+         "/llmload/history.csv")
 FETCH = """
 import sys, urllib.request
 for path in sys.argv[2:]:

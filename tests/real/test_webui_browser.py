@@ -17,6 +17,7 @@ import urllib.request
 
 import pytest
 
+from llmload.metrics import catalog
 from tests.support.browser import CHROMEDRIVER, CHROMIUM, wait_for
 from tests.support.processes import ROOT, free_port
 
@@ -96,8 +97,13 @@ def test_llm_tab_and_dashboard_in_chromium(mock_factory, tmp_path):
         # lines, not single points: at least two samples of the scenario (one every 2 s)
         paths = wait_for(lambda: len(driver.find_elements(By.CSS_SELECTOR, "#chart-ttft path.series[d*='L']")) >= 3
                          and driver.find_elements(By.CSS_SELECTOR, "svg.llm-chart path.series[d*='L']"), timeout=30)
-        assert len(driver.find_elements(By.CSS_SELECTOR, "svg.llm-chart")) == 5
+        # a latency chart per catalog metric (from metrics.json, with its series names), then tok/s, load, errors
+        charts = catalog.dashboard_spec()
+        assert len(driver.find_elements(By.CSS_SELECTOR, "svg.llm-chart")) == len(charts) + 3
         assert len(paths) >= 6
+        for chart in charts:
+            wait_for(lambda c=chart: {p.get_attribute("data-name") for p in driver.find_elements(
+                By.CSS_SELECTOR, f"#chart-{c['name']} path.series")} == {s["name"] for s in c["series"]}, timeout=30)
         assert "client ok" in driver.find_element(By.ID, "client").text
         # the server's series: running and waiting, KV %, hit rate, TTFT server vs client
         assert len(driver.find_elements(By.CSS_SELECTOR, "svg.server-chart")) == 4

@@ -24,8 +24,6 @@ def test_named_cells_are_the_columns_positions():
     meta = RequestMeta(request_id="r1", start_time=12.5, scenario="chat", users=7)
     row = failed_record(meta, "timeout", "no first token").row()
     assert (row[files.COL.request_id], row[files.COL.users], row[files.COL.status]) == ("r1", 7, "timeout")
-    assert len(set(files.HISTORY_COLUMNS)) == len(files.HISTORY_COLUMNS) and files.HISTORY_COLUMNS[:2] == (
-        "time", "scenario")
 
 
 def test_paths_and_prefixes():

@@ -427,9 +427,9 @@ def test_compute_verdict_compares_tpot_with_the_baseline_step():
     v = server_verdict(heavy, client={"tpot_ms": {"p50": 42.0}}, baseline=light,
                        baseline_client={"tpot_ms": {"p50": 20.0}})
     assert v.limited_by == "compute"
-    assert v.reason == ("compute: no queue (0.1 waiting on average) and KV cache at most 42 %; TPOT p50 rose 2.1× "
-                        "(20 → 42 ms) while the running batch went from 4.0 to 28.0 — each decode step slows as "
-                        "the batch grows")
+    assert v.reason == ("compute: the queue stayed short (0.1 waiting on average, under the 2.8 that counts as a "
+                        "queue) and KV cache at most 42 %; TPOT p50 rose 2.1× (20 → 42 ms) while the running batch "
+                        "went from 4.0 to 28.0 — each decode step slows as the batch grows")
     assert v.evidence["tpot_growth"] == pytest.approx(2.1)
     # without client rows the server's ITL is compared, never mixed with the client's TPOT
     v = server_verdict(heavy, baseline=light)
@@ -467,3 +467,17 @@ def test_fixture_token_rates_check_against_a_client():
     stats = step_stats("vllm")
     assert token_rate_warning(stats.generation_tps, 2250.0) is None
     assert token_rate_warning(stats.generation_tps, 1500.0) is not None
+
+
+def test_neighbouring_steps_near_the_queue_edge_do_not_flip():
+    """3.5 waiting with 28 running: under the 10 % floor (2.8 → a queue), over it... the edge. After a
+    queueing step the same numbers stay queueing (hysteresis); alone they are compute, and the
+    sentence never says "no queue" while requests wait."""
+    edge = StepServerStats(0, 30, kv_usage_max=0.4, waiting_mean=2.5, waiting_median=2.5, running_mean=28.0)
+    alone = server_verdict(edge)
+    assert alone.limited_by == "compute"
+    assert "no queue" not in alone.reason and "2.5 waiting on average, under the 2.8" in alone.reason
+    assert server_verdict(edge, previous="queueing").limited_by == "queueing"
+    assert server_verdict(edge, previous="compute").limited_by == "compute"
+    clear = StepServerStats(0, 30, kv_usage_max=0.4, waiting_mean=1.0, waiting_median=1.0, running_mean=28.0)
+    assert server_verdict(clear, previous="queueing").limited_by == "compute"  # well under: it does leave

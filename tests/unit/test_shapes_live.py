@@ -59,7 +59,8 @@ def test_live_window_rates_percentiles_and_lag():
     assert chat["ok"] == 100 and chat["errors"] == 1 and chat["errors_by_status"] == {"timeout": 1}
     assert chat["rps"] == 10.0 and chat["output_tps"] == 100.0
     assert chat["ttft_p50_ms"] == pytest.approx(50, rel=0.01) and chat["ttft_p99_ms"] == pytest.approx(99, rel=0.01)
-    assert chat["cache_hit_ratio"] == 0.5 and chat["worst_stall_ms"] == 9.0
+    assert chat["cache_hit_ratio"] == 0.5 and chat["itl_max_max_ms"] == 9.0
+    assert chat["worst_stall_ms"] == 9.0  # the old name, deprecated, kept one release
     empty = live.snapshot(now=1030.0, lag_s=2.0)
     assert len(empty) == 1 and empty[0]["scenario"] == "Aggregated" and empty[0]["requests"] == 0
     live.add_row(row("rag", 1005, 500.0))
