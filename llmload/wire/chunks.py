@@ -149,23 +149,69 @@ def interpret(obj: dict[str, Any]) -> Chunk:
         if ch.get("finish_reason"):
             finish = str(ch["finish_reason"])
     usage = obj.get("usage")
+    if isinstance(usage, dict):
+        try:
+            usage = checked_usage(usage, CHAT_USAGE)
+        except UsageError as e:
+            return Chunk(bad=str(e))
+    else:
+        usage = None
     return Chunk(output=output, visible=visible, text="".join(texts), finish_reason=finish,
-                 usage=usage if isinstance(usage, dict) else None, tool_calls=tool_calls)
+                 usage=usage, tool_calls=tool_calls)
+
+
+# The counts llmload takes from a usage object: (where in the server's usage, where in the chat shape).
+CHAT_USAGE = ((("prompt_tokens",), "prompt_tokens"), (("completion_tokens",), "completion_tokens"),
+              (("prompt_tokens_details", "cached_tokens"), "cached_tokens"))
+RESPONSES_USAGE = ((("input_tokens",), "prompt_tokens"), (("output_tokens",), "completion_tokens"),
+                   (("input_tokens_details", "cached_tokens"), "cached_tokens"))
+MAX_COUNT = 1 << 53  # every count must be exact as a float (JSON, pandas) and fit msgpack's 64 bits
+
+
+class UsageError(ValueError):
+    """A usage count a client cannot take: the message names the field and the value."""
+
+
+def checked_count(value: Any, field: str) -> int | None:
+    """A server's token count as an int 0 ≤ n < 2**53 (None when absent or null). A float with no
+    fraction is taken (``12.0``); anything else (a bool, a string, 1.5, NaN, -1, 2**64) raises
+    :class:`UsageError`: a count that no table, CSV or msgpack message can carry must not reach one."""
+    if value is None:
+        return None
+    if type(value) is float and value.is_integer():  # NaN and infinities are not integers
+        value = int(value)
+    if type(value) is not int or not 0 <= value < MAX_COUNT:
+        big = isinstance(value, int) and abs(value) >= 10**30  # 10**400 in JSON is a Python int
+        shown = f"a {len(str(abs(value)))}-digit number" if big else repr(value)
+        raise UsageError(f"usage.{field}: expected a whole number 0 <= n < 2**53, got {shown[:60]}")
+    return value
+
+
+def checked_usage(usage: dict[str, Any], fields: tuple = CHAT_USAGE) -> dict[str, Any]:
+    """A server's usage object reduced to the counts llmload reads, in the chat shape
+    (``prompt_tokens``, ``completion_tokens``, ``prompt_tokens_details.cached_tokens``), each checked
+    by :func:`checked_count`. A ``*_details`` that is not an object is ignored, as before."""
+    out: dict[str, Any] = {}
+    for path, name in fields:
+        value: Any = usage
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        count = checked_count(value, ".".join(path))
+        if count is None:
+            continue
+        if name == "cached_tokens":
+            out["prompt_tokens_details"] = {"cached_tokens": count}
+        else:
+            out[name] = count
+    return out
 
 
 def responses_usage(usage: Any) -> dict[str, Any] | None:
-    """The Responses API's usage in the chat shape (prompt/completion tokens, cached tokens)."""
+    """The Responses API's usage in the chat shape (prompt/completion tokens, cached tokens);
+    raises :class:`UsageError` for a count :func:`checked_count` refuses."""
     if not isinstance(usage, dict):
         return None
-    out: dict[str, Any] = {}
-    if isinstance(usage.get("input_tokens"), int):
-        out["prompt_tokens"] = usage["input_tokens"]
-    if isinstance(usage.get("output_tokens"), int):
-        out["completion_tokens"] = usage["output_tokens"]
-    details = usage.get("input_tokens_details")
-    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
-        out["prompt_tokens_details"] = {"cached_tokens": details["cached_tokens"]}
-    return out
+    return checked_usage(usage, RESPONSES_USAGE)
 
 
 def interpret_response_event(obj: dict[str, Any]) -> Chunk:
@@ -183,7 +229,11 @@ def interpret_response_event(obj: dict[str, Any]) -> Chunk:
         details = resp.get("incomplete_details")
         if kind == "response.incomplete" and isinstance(details, dict) and details.get("reason"):
             finish = str(details["reason"])
-        return Chunk(done=True, finish_reason=finish, usage=responses_usage(resp.get("usage")))
+        try:
+            usage = responses_usage(resp.get("usage"))
+        except UsageError as e:
+            return Chunk(bad=str(e))  # not the end: a bad count makes the request a protocol error
+        return Chunk(done=True, finish_reason=finish, usage=usage)
     if kind == "response.failed":
         resp = obj.get("response") if isinstance(obj.get("response"), dict) else {}
         return Chunk(error=_error_text(resp.get("error"), resp or obj)[:500])
