@@ -23,9 +23,11 @@ import gevent
 
 from llmload.metrics import record as R
 from llmload.transport.connection import ClientOptions
+from llmload.transport.sdk_bodies import cap_body, inflated_reads, inflater_for
 from llmload.transport.stream import MAX_ERROR_BODY, Deadlines, take_events
 from llmload.transport.target import Target
 from llmload.wire.chunks import classify_event
+from llmload.wire.inflate import InflateError
 from llmload.wire.protocol import error_message
 from llmload.wire.sse import SSEDecoder
 
@@ -68,7 +70,7 @@ class OpenAITransport:
             default_headers=headers, default_query=query or None,
             # no redirects: a gateway's redirect is reported (http_3xx), as the fast transport does
             http_client=openai.DefaultHttpxClient(verify=options.ssl_context() if target.scheme == "https" else True,
-                                                  follow_redirects=False),
+                                                  follow_redirects=False, event_hooks={"response": [cap_body]}),
         )
 
     def connect(self) -> None:
@@ -77,8 +79,8 @@ class OpenAITransport:
         self._create()
         try:
             self.client.with_options(timeout=5.0).models.list()
-        except self._openai.OpenAIError:
-            pass  # servers without /v1/models: the first request connects instead
+        except Exception:  # noqa: BLE001 - servers without /v1/models, or an answer cut at MAX_ERROR_BODY
+            pass  # the first request connects instead
 
     def close(self) -> None:
         self.client.close()
@@ -117,11 +119,24 @@ class OpenAITransport:
                     return R.failed_record(meta, R.PROTOCOL_ERROR, self.options.redact(
                         f"expected an event stream, got {ctype or 'no Content-Type'}: {error_message(raw)}"),
                         http_status=code, e2e_ms=(perf_counter() - t0) * 1000.0)
+                try:
+                    inflater = inflater_for(acc.content_encoding, self.options.max_event_bytes)
+                except InflateError as e:
+                    return R.failed_record(meta, R.PROTOCOL_ERROR, str(e), http_status=code,
+                                           e2e_ms=(perf_counter() - t0) * 1000.0)
                 watchdog = gevent.spawn(self._watch, acc, gevent.getcurrent(), timed_out)
-                for data in resp.iter_bytes():
-                    take_events(acc, sse, data, perf_counter(), want_text)
-                    if acc.done or acc.bad is not None:
-                        break
+                times = acc.times
+                try:
+                    # raw reads, inflated here in bounded slices (httpx would inflate each read whole)
+                    for data in inflated_reads(resp.http_response.iter_raw(), inflater):
+                        n = len(times)
+                        take_events(acc, sse, data, perf_counter(), want_text)
+                        if acc.done or acc.bad is not None:
+                            break
+                        if inflater is not None and len(times) > n:
+                            inflater.output_seen()
+                except InflateError as e:
+                    acc.bad = str(e)[:200]
         except openai.APIStatusError as e:
             return R.failed_record(meta, R.status_for_http(e.status_code),
                                    self.options.redact(_status_message(e)), http_status=e.status_code,

@@ -24,7 +24,6 @@ Usage::
 from __future__ import annotations
 
 import socket
-import zlib
 from time import perf_counter
 from typing import Any
 
@@ -41,6 +40,8 @@ from llmload.wire.chunks import (
     classify,
     classify_event,
 )
+from llmload.wire.inflate import ENCODINGS as INFLATE_ENCODINGS
+from llmload.wire.inflate import InflateError, Inflater
 from llmload.wire.sse import DEFAULT_MAX_BYTES, SSEDecoder, SSEError
 
 RECV_SIZE = 65536
@@ -126,7 +127,7 @@ class ResponseStream:
         self.err_len = 0
         self.plain = False  # True while the inlined fast path in on_readable may be tried
         self.sse_body: bool | None = None  # None until the head (and maybe the first byte) says
-        self.inflate: Any = None  # a zlib decompressor when the server compressed the body
+        self.inflate: Inflater | None = None  # set when the server compressed the body
 
     def deadline(self) -> float:
         """When this request times out unless an output event arrives before."""
@@ -194,36 +195,56 @@ class ResponseStream:
                 if self.body is None:
                     return
             payload, done = self.body.feed(data)
-            if payload and self.inflate is not None:
-                payload = self.inflate.decompress(payload)
         except http1.HTTPError as e:
             acc.bad = f"invalid HTTP response: {e}"[:200]
             self.end("eof", "")
             return
-        except zlib.error as e:
-            acc.bad = f"cannot decode the {acc.content_encoding} body: {e}"[:200]
-            self.end("eof", "")
-            return
         if payload:
-            if self.sse_body is None:  # no Content-Type: an event stream starts with a field, not JSON
-                self.sse_body = payload.lstrip()[:1] not in (b"{", b"[")
-            if not self.sse_body:
-                self.err_len += len(payload)
-                if self.err_len <= MAX_ERROR_BODY:
-                    self.err_body.append(payload)
-                elif not done:  # enough of it to say what went wrong; the rest is not read
-                    self.end("error_body_cut", "")
+            if self.inflate is None:
+                if self._take(payload, done, now):
                     return
-            elif not acc.done and acc.bad is None:
-                self._events(payload, now)
-                if self.result is not None:
-                    return
+            elif self._take_compressed(payload, done, now):
+                return
         if done:
             self.end("complete", "")
             return
         self.plain = (self.sse_body is True and self.body.chunked and not self.want_text and self.inflate is None
                       and acc.bad is None and acc.error is None and not acc.done and acc.first_visible is not None
                       and not self.sse.pending and self.body.idle)
+
+    def _take(self, payload: bytes, done: bool, now: float) -> bool:
+        """Body bytes (inflated, if the server compressed them); True when they ended the request."""
+        acc = self.acc
+        if self.sse_body is None:  # no Content-Type: an event stream starts with a field, not JSON
+            self.sse_body = payload.lstrip()[:1] not in (b"{", b"[")
+        if not self.sse_body:
+            self.err_len += len(payload)
+            if self.err_len <= MAX_ERROR_BODY:
+                self.err_body.append(payload)
+            elif not done:  # enough of it to say what went wrong; the rest is not read
+                self.end("error_body_cut", "")
+                return True
+        elif not acc.done and acc.bad is None:
+            self._events(payload, now)
+            return self.result is not None
+        return False
+
+    def _take_compressed(self, payload: bytes, done: bool, now: float) -> bool:
+        # Slice by slice (wire/inflate.py): a read that would inflate past the limits ends the request.
+        inflater = self.inflate
+        times = self.acc.times
+        try:
+            for piece in inflater.slices(payload):
+                n = len(times)
+                if self._take(piece, done, now):
+                    return True
+                if len(times) > n:
+                    inflater.output_seen()
+        except InflateError as e:
+            self.acc.bad = str(e)[:200]
+            self.end("eof", "")
+            return True
+        return False
 
     def _events(self, payload: bytes, now: float) -> None:
         error = take_events(self.acc, self.sse, payload, now, self.want_text)
@@ -251,8 +272,8 @@ class ResponseStream:
             encoding = head.headers.get("content-encoding", "identity").lower().strip()
             if encoding not in ("", "identity"):
                 self.acc.content_encoding = encoding
-                if encoding in ("gzip", "x-gzip", "deflate"):
-                    self.inflate = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib header
+                if encoding in INFLATE_ENCODINGS:
+                    self.inflate = Inflater(encoding, self.sse.max_bytes)
                 else:
                     raise http1.HTTPError(f"unsupported Content-Encoding {encoding!r} (llmload sends "
                                           "Accept-Encoding: identity)")
