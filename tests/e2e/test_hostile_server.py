@@ -150,7 +150,7 @@ def test_hostile_usage_through_a_master_and_two_workers(wire, tmp_path):
         [*LOCUST, "-f", CHAT, "--master", "--master-bind-port", str(port), "--expect-workers", "2", "--host", url,
          "--model", "m", "--header", "X-Script: usage_rotation", "-u", "4", "-r", "4", "-t", "6s", "--autostart",
          "--autoquit", "0", "--web-host", "127.0.0.1", "--web-port", str(web), "--csv", str(prefix),
-         "--stop-timeout", "3", "--output-tokens", "8", "--input-tokens", "16"],
+         "--stop-timeout", "3", "--output-tokens", "8", "--input-tokens", "16", "--exit-code-on-error", "0"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     live = []
     try:
@@ -167,8 +167,9 @@ def test_hostile_usage_through_a_master_and_two_workers(wire, tmp_path):
                 p.wait(20)
             except subprocess.TimeoutExpired:
                 p.kill()
-    assert master.returncode == 0, err[-3000:]
-    assert all(w.returncode == 0 for w in workers), [w.stderr.read()[-2000:] for w in workers]
+    assert master.returncode == 0 and "Traceback" not in err, err[-3000:]
+    worker_logs = [w.stderr.read() for w in workers]  # a worker's exit code is the run's (failures: 1)
+    assert not any("Traceback" in t or "rror" in t for t in worker_logs), [t[-2000:] for t in worker_logs]
     assert live and live[0]["scenario"] == "chat", live  # the LLM tab answered during the run
     rows = load_rows(prefix)
     assert set(rows["worker"]) == {0, 1}
