@@ -173,7 +173,7 @@ def test_hostile_usage_through_a_master_and_two_workers(wire, tmp_path):
     rows = load_rows(prefix)
     assert set(rows["worker"]) == {0, 1}
     with open(log) as f:
-        served = {e["request_id"]: e for e in map(json.loads, f) if e["script"] == "usage_rotation"}
+        served = {e["request_id"]: e for e in map(json.loads, f) if e["script"] == "usage_rotation" and e["request_id"]}
     mine = rows[rows["request_id"].isin(served)]
     assert len(mine) == len(rows) == len(served) > 40, (len(rows), len(served))  # none lost on the way
     for r in mine.itertuples():

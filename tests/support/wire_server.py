@@ -207,13 +207,15 @@ def _serve(conn: socket.socket, log_path: str, lock: threading.Lock) -> None:
             rest += data
         target = head.split(b" ", 2)[1].decode("latin-1") if head.count(b" ") >= 2 else ""
         query = dict(q.partition("=")[::2] for q in target.partition("?")[2].split("&") if q)
-        # X-Script on a POST (llmload's --header sends it on its GET /v1/models probe too); ?script= on any
-        name = (headers.get("x-script", "") if head.startswith(b"POST ") else "") or query.get("script", "")
+        # X-Script runs on a POST (llmload's --header sends it on its GET /v1/models probe too: logged, not run);
+        # ?script= on any request
+        name = headers.get("x-script", "") or query.get("script", "")
+        run_name = query.get("script") or (name if head.startswith(b"POST ") else "")
         sends = []
         note: dict = {}
         # no script (a probe of /v1/models, say): a model list, as any OpenAI-compatible server has
         models = b'{"object":"list","data":[{"id":"m","object":"model"}]}'
-        script = SCRIPTS.get(name) or [("send", b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+        script = SCRIPTS.get(run_name) or [("send", b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
                                                  b"content-length: %d\r\n\r\n%s" % (len(models), models))]
         try:
             for step in script:
