@@ -13,6 +13,10 @@ strings are escaped, so a key such as ``"usage":{`` can only match a key. It req
 a closing ``}``; anything else is parsed. A broken event that still has every marker and ends in
 ``}`` would pass as content.
 
+Every count taken from a server (``usage``'s prompt, completion and cached tokens, in the chat
+and the Responses shapes) is checked here, where it is parsed (:func:`checked_count`): one that no
+table, CSV or msgpack message can hold makes the event ``bad`` (a protocol error naming the field).
+
 Usage::
 
     chunk = classify(b'{"choices":[{"delta":{"content":"Hi"},"finish_reason":null}]}')   # PLAIN
@@ -147,7 +151,7 @@ def interpret(obj: dict[str, Any]) -> Chunk:
             output = visible = True
             texts.append(text)
         if ch.get("finish_reason"):
-            finish = str(ch["finish_reason"])
+            finish = str(ch["finish_reason"])[:100]  # a reason, not a payload: it is a CSV cell and a message field
     usage = obj.get("usage")
     if isinstance(usage, dict):
         try:
@@ -225,10 +229,10 @@ def interpret_response_event(obj: dict[str, Any]) -> Chunk:
         return Chunk(output=True, visible=visible, text=str(delta) if visible else "")
     if kind in RESPONSES_END:
         resp = obj.get("response") if isinstance(obj.get("response"), dict) else {}
-        finish = str(resp.get("status") or kind.rsplit(".", 1)[-1])
+        finish = str(resp.get("status") or kind.rsplit(".", 1)[-1])[:100]
         details = resp.get("incomplete_details")
         if kind == "response.incomplete" and isinstance(details, dict) and details.get("reason"):
-            finish = str(details["reason"])
+            finish = str(details["reason"])[:100]
         try:
             usage = responses_usage(resp.get("usage"))
         except UsageError as e:
