@@ -169,7 +169,10 @@ CHAT_USAGE = ((("prompt_tokens",), "prompt_tokens"), (("completion_tokens",), "c
               (("prompt_tokens_details", "cached_tokens"), "cached_tokens"))
 RESPONSES_USAGE = ((("input_tokens",), "prompt_tokens"), (("output_tokens",), "completion_tokens"),
                    (("input_tokens_details", "cached_tokens"), "cached_tokens"))
-MAX_COUNT = 1 << 53  # every count must be exact as a float (JSON, pandas) and fit msgpack's 64 bits
+# Above any context window by far (4.3 billion tokens), and small enough that a run's sums of counts
+# (the stats table ships them in msgpack, 64 bits) cannot overflow within 2**32 requests of the largest:
+# 2**53 per count (exact as a float) would let 2,048 such requests crash a worker's stats shipping.
+MAX_COUNT = 1 << 32
 
 
 class UsageError(ValueError):
@@ -177,8 +180,8 @@ class UsageError(ValueError):
 
 
 def checked_count(value: Any, field: str) -> int | None:
-    """A server's token count as an int 0 ≤ n < 2**53 (None when absent or null). A float with no
-    fraction is taken (``12.0``); anything else (a bool, a string, 1.5, NaN, -1, 2**64) raises
+    """A server's token count as an int 0 ≤ n < 2**32 (None when absent or null). A float with no
+    fraction is taken (``12.0``); anything else (a bool, a string, 1.5, NaN, -1, 2**32) raises
     :class:`UsageError`: a count that no table, CSV or msgpack message can carry must not reach one."""
     if value is None:
         return None
@@ -187,7 +190,7 @@ def checked_count(value: Any, field: str) -> int | None:
     if type(value) is not int or not 0 <= value < MAX_COUNT:
         big = isinstance(value, int) and abs(value) >= 10**30  # 10**400 in JSON is a Python int
         shown = f"a {len(str(abs(value)))}-digit number" if big else repr(value)
-        raise UsageError(f"usage.{field}: expected a whole number 0 <= n < 2**53, got {shown[:60]}")
+        raise UsageError(f"usage.{field}: expected a whole number 0 <= n < 2**32, got {shown[:60]}")
     return value
 
 

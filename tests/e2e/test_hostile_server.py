@@ -181,7 +181,7 @@ def test_hostile_usage_through_a_master_and_two_workers(wire, tmp_path):
         e = served[r.request_id]
         if "hostile_field" in e:
             assert r.status == "protocol_error", (r.status, r.error, e["hostile_value"][:20])
-            assert r.error.startswith(f"usage.{e['hostile_field']}: expected a whole number 0 <= n < 2**53"), r.error
+            assert r.error.startswith(f"usage.{e['hostile_field']}: expected a whole number 0 <= n < 2**32"), r.error
         else:
             assert r.status in ("ok", "cancelled") and (r.status == "cancelled" or r.completion_tokens == 3)
     hostile_values = {served[r]["hostile_value"] for r in mine["request_id"] if "hostile_value" in served[r]}
