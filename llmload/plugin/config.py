@@ -328,7 +328,7 @@ def _client_options(environment: Any, timeout: float) -> ClientOptions:
         api_key=api_key, api_key_header=option(environment, "api_key_header") or "Authorization",
         headers=headers, query=query, ca_bundle=ca, insecure=bool(option(environment, "insecure")),
         timeout=timeout, first_token_timeout=_seconds(environment, "first_token_timeout", None),
-        max_event_bytes=max_bytes,
+        max_event_bytes=max_bytes, request_deadline=_seconds(environment, "request_deadline", None),
         secrets=tuple(v for n, v in headers if any(t.partition(":")[0].strip() == n for t in secret_texts)))
 
 

@@ -40,6 +40,8 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                                                    "request times out (default 600)")),
     ("--first-token-timeout", dict(default="", help="seconds from sending to the first output event before a request "
                                                     "times out (default: --request-timeout)")),
+    ("--request-deadline", dict(default="", help="seconds a whole request may take, from sending to its end, before "
+                                                 "it times out (default: no limit)")),
     ("--header", dict(action="append", default=[], help="extra request header 'Name: value' (repeatable); a value "
                                                         "env:VAR is read from that environment variable, a secret")),
     ("--query", dict(action="append", default=[], help="query parameter NAME=VALUE on every request, e.g. "

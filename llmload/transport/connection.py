@@ -55,6 +55,7 @@ class ClientOptions:
     timeout: float = 600.0  # no output event for this long after the last one
     first_token_timeout: float | None = None  # no output event within this long of t0 (None: timeout)
     connect_timeout: float = 10.0
+    request_deadline: float | None = None  # the whole request, t0 to its end (None: no limit)
     max_event_bytes: int = DEFAULT_MAX_BYTES
     secrets: tuple[str, ...] = field(default=(), repr=False)  # values never to be written anywhere
 
@@ -66,6 +67,7 @@ class ClientOptions:
         return (f"ClientOptions(api_key={key}, api_key_header={self.api_key_header!r}, headers=[{names}], "
                 f"query=[{query}], ca_bundle={self.ca_bundle!r}, insecure={self.insecure}, timeout={self.timeout}, "
                 f"first_token_timeout={self.first_token_timeout}, connect_timeout={self.connect_timeout}, "
+                f"request_deadline={self.request_deadline}, "
                 f"max_event_bytes={self.max_event_bytes})")
 
     @property

@@ -51,7 +51,7 @@ class FastTransport:
         self._tls = self.target.scheme == "https"
         self._ssl_context = options.ssl_context() if self._tls else None
         self._proxy = proxy_for(self.target.scheme, self.target.host)
-        self._deadlines = Deadlines(options.first_token_deadline, options.timeout)
+        self._deadlines = Deadlines(options.first_token_deadline, options.timeout, options.request_deadline)
         # Through an HTTP proxy a plain-http request names the whole URL; an https one tunnels.
         request_target = self.target.url if self._proxy and not self._tls else self.target.path
         head = [
@@ -172,7 +172,7 @@ class FastTransport:
         waiter = None if tls else Waiter()
         acc = R.StreamAccumulator(0.0, want_text)
         st = ResponseStream(None if tls else sock._sock, acc, self._deadlines, waiter, reader,
-                            self.options.max_event_bytes)
+                            self.options.max_event_bytes, meta.max_tokens)
         if reader is not None:
             reader.watch(st, sock.fileno())
         meta.start_time = time.time()
@@ -261,6 +261,8 @@ class FastTransport:
                         return
                     continue
                 st.on_data(data, perf_counter())
+                if st.over_cap():
+                    return
         finally:
             if self.sock is not None:
                 self.sock.settimeout(None)

@@ -127,9 +127,12 @@ class Reader:
             gevent.sleep(CHECK_INTERVAL_S if len(self.active) < 2000 else CHECK_INTERVAL_S * 5)
             now = perf_counter()
             for st in list(self.active):
-                if st.result is None and now > st.deadline():
-                    # Waiter.switch must run in the hub: hand the ending over to it.
-                    self.loop.run_callback(st.end, "timeout", st.timeout_detail())
+                if st.result is None:
+                    if now > st.deadline():
+                        # Waiter.switch must run in the hub: hand the ending over to it.
+                        self.loop.run_callback(st.end, "timeout", st.timeout_detail())
+                    elif len(st.acc.times) > st.max_events:  # a server that ignores max_tokens
+                        self.loop.run_callback(st.over_cap)
 
 
 _readers: dict[tuple[int, int], Reader] = {}

@@ -23,9 +23,11 @@ import gevent
 
 from llmload.metrics import record as R
 from llmload.transport.connection import ClientOptions
-from llmload.transport.stream import MAX_ERROR_BODY, Deadlines, take_events
+from llmload.transport.sdk_bodies import cap_body, inflated_reads, inflater_for
+from llmload.transport.stream import MAX_ERROR_BODY, Deadlines, output_event_cap, over_cap_error, take_events
 from llmload.transport.target import Target
 from llmload.wire.chunks import classify_event
+from llmload.wire.inflate import InflateError
 from llmload.wire.protocol import error_message
 from llmload.wire.sse import SSEDecoder
 
@@ -61,14 +63,14 @@ class OpenAITransport:
             # the SDK honours an omitted Authorization only among a request's own headers
             self._request_headers["Authorization"] = openai.Omit()
         query = dict(tuple(q.split("=", 1)) if "=" in q else (q, "") for q in target.query.split("&") if q)
-        self._deadlines = Deadlines(options.first_token_deadline, options.timeout)
+        self._deadlines = Deadlines(options.first_token_deadline, options.timeout, options.request_deadline)
         self.client = openai.OpenAI(
             base_url=f"{target.scheme}://{target.host_header}{base_path}", api_key=options.api_key or "EMPTY",
             max_retries=0, timeout=openai.Timeout(options.timeout, connect=options.connect_timeout),
             default_headers=headers, default_query=query or None,
             # no redirects: a gateway's redirect is reported (http_3xx), as the fast transport does
             http_client=openai.DefaultHttpxClient(verify=options.ssl_context() if target.scheme == "https" else True,
-                                                  follow_redirects=False),
+                                                  follow_redirects=False, event_hooks={"response": [cap_body]}),
         )
 
     def connect(self) -> None:
@@ -77,8 +79,8 @@ class OpenAITransport:
         self._create()
         try:
             self.client.with_options(timeout=5.0).models.list()
-        except self._openai.OpenAIError:
-            pass  # servers without /v1/models: the first request connects instead
+        except Exception:  # noqa: BLE001 - servers without /v1/models, or an answer cut at MAX_ERROR_BODY
+            pass  # the first request connects instead
 
     def close(self) -> None:
         self.client.close()
@@ -117,11 +119,29 @@ class OpenAITransport:
                     return R.failed_record(meta, R.PROTOCOL_ERROR, self.options.redact(
                         f"expected an event stream, got {ctype or 'no Content-Type'}: {error_message(raw)}"),
                         http_status=code, e2e_ms=(perf_counter() - t0) * 1000.0)
+                try:
+                    inflater = inflater_for(acc.content_encoding, self.options.max_event_bytes)
+                except InflateError as e:
+                    return R.failed_record(meta, R.PROTOCOL_ERROR, str(e), http_status=code,
+                                           e2e_ms=(perf_counter() - t0) * 1000.0)
                 watchdog = gevent.spawn(self._watch, acc, gevent.getcurrent(), timed_out)
-                for data in resp.iter_bytes():
-                    take_events(acc, sse, data, perf_counter(), want_text)
-                    if acc.done or acc.bad is not None:
-                        break
+                times = acc.times
+                max_events = output_event_cap(meta.max_tokens)
+                try:
+                    # raw reads, inflated here in bounded slices (httpx would inflate each read whole)
+                    for data in inflated_reads(resp.http_response.iter_raw(), inflater):
+                        n = len(times)
+                        take_events(acc, sse, data, perf_counter(), want_text)
+                        if acc.done or acc.bad is not None:
+                            break
+                        if len(times) > n:
+                            if inflater is not None:
+                                inflater.output_seen()
+                            if len(times) > max_events:
+                                acc.bad = over_cap_error(meta.max_tokens, max_events)
+                                break
+                except InflateError as e:
+                    acc.bad = str(e)[:200]
         except openai.APIStatusError as e:
             return R.failed_record(meta, R.status_for_http(e.status_code),
                                    self.options.redact(_status_message(e)), http_status=e.status_code,
@@ -158,15 +178,16 @@ class OpenAITransport:
         return acc.finish(meta, state, t_end, http_status=code, detail=detail)
 
     def _watch(self, acc: R.StreamAccumulator, user: Any, timed_out: list[str]) -> None:
-        """The two deadlines (first token, then between output events): interrupt the read."""
+        """The deadlines (first token, between output events, the whole request): interrupt the read."""
         d = self._deadlines
         while True:
             times = acc.times
             deadline = times[-1] + d.idle if times else acc.t0 + d.first_token
+            if d.request is not None:
+                deadline = min(deadline, acc.t0 + d.request)
             left = deadline - perf_counter()
             if left <= 0:
-                timed_out.append(f"no output event for {d.idle:g} s" if times else
-                                 f"no first token within {d.first_token:g} s")
+                timed_out.append(d.detail(acc.t0, times))
                 gevent.kill(user, _Deadline(timed_out[0]))
                 return
             gevent.sleep(left)

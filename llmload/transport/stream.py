@@ -3,11 +3,14 @@ server sends it anyway) → SSE events → classified chunks → the accumulator
 reader's callback), so it never blocks.
 
 Limits, so no server can stall the loop or grow memory without bound: an SSE line or event over
-``max_event_bytes`` ends the request as ``protocol_error`` at once; an error body is kept to
+``max_event_bytes`` ends the request as ``protocol_error`` at once, and so does a compressed body
+that inflates past the limits of wire/inflate.py, or more output events than
+:func:`output_event_cap` allows for the request's max_tokens; an error body is kept to
 ``MAX_ERROR_BODY``; a 2xx body that is not an event stream is read (bounded) for its message.
-Two deadlines end a request as ``timeout``: no output event within ``first_token_timeout`` of t0
-(comments, headers and role chunks do not count), and no output event for ``idle_timeout`` after
-the last one; the reader's checker enforces them (no timer per read).
+Three deadlines end a request as ``timeout``: no output event within ``first_token_timeout`` of t0
+(comments, headers and role chunks do not count), no output event for ``idle_timeout`` after
+the last one, and (``--request-deadline``) the whole request; the reader's checker enforces them
+and the event cap (no timer per read, no work per token).
 
 A read that carries more than one output event stamps them all with one time: the gaps between
 them, and the gap before them, cannot be known. They are counted (``coalesced_reads``) and left
@@ -24,7 +27,6 @@ Usage::
 from __future__ import annotations
 
 import socket
-import zlib
 from time import perf_counter
 from typing import Any
 
@@ -41,6 +43,8 @@ from llmload.wire.chunks import (
     classify,
     classify_event,
 )
+from llmload.wire.inflate import ENCODINGS as INFLATE_ENCODINGS
+from llmload.wire.inflate import InflateError, Inflater
 from llmload.wire.sse import DEFAULT_MAX_BYTES, SSEDecoder, SSEError
 
 RECV_SIZE = 65536
@@ -49,14 +53,47 @@ _CONTENT_LEN = len(CHAT_CONTENT)
 _EVENT_END = b"}\n\n\r\n"  # a chunk that is one single-line JSON event: "SIZE\r\ndata: {...}\n\n\r\n"
 
 
+NO_MAX_TOKENS_EVENTS = 1 << 18  # output events of a request sent without max_tokens: ~8 MiB of timestamps
+
+
+def output_event_cap(max_tokens: int | None) -> int:
+    """How many output events a request may get before it ends as ``server ignored max_tokens``.
+
+    A server sends at most one output event per token (reasoning and content tokens are separate
+    events, and both count against max_tokens on vLLM, SGLang and OpenAI); usage-only, role and
+    keep-alive events are not output events. The slack covers servers that send a token in pieces,
+    several choices (``n``), and reasoning that some APIs (DeepSeek's) do not count against
+    max_tokens: twice max_tokens, and never less than max_tokens + 8,192."""
+    if max_tokens is None or max_tokens <= 0:
+        return NO_MAX_TOKENS_EVENTS
+    return max(2 * max_tokens + 16, max_tokens + 8192)
+
+
+def over_cap_error(max_tokens: int | None, cap: int) -> str:
+    if max_tokens is None or max_tokens <= 0:
+        return f"more than {cap} output events for a request without max_tokens"
+    return f"server ignored max_tokens: more than {cap} output events for max_tokens={max_tokens}"
+
+
 class Deadlines:
-    """How long a request may wait for its first output event, and between output events."""
+    """How long a request may wait for its first output event, between output events, and in all
+    (``request``: ``--request-deadline``, None for no limit)."""
 
-    __slots__ = ("first_token", "idle")
+    __slots__ = ("first_token", "idle", "request")
 
-    def __init__(self, first_token: float, idle: float) -> None:
+    def __init__(self, first_token: float, idle: float, request: float | None = None) -> None:
         self.first_token = first_token
         self.idle = idle
+        self.request = request
+
+    def detail(self, t0: float, times: list[float]) -> str:
+        """What a request that timed out waited for (the deadline that passed first)."""
+        idle = times[-1] + self.idle if times else t0 + self.first_token
+        if self.request is not None and t0 + self.request <= idle:
+            return f"the request took longer than --request-deadline {self.request:g} s"
+        if times:
+            return f"no output event for {self.idle:g} s"
+        return f"no first token within {self.first_token:g} s"
 
 
 def is_event_stream(head: http1.ResponseHead) -> bool | None:
@@ -104,10 +141,11 @@ class ResponseStream:
 
     __slots__ = ("raw", "head_buf", "head", "body", "sse", "acc", "want_text", "code", "waiter", "fd",
                  "result", "deadlines", "received", "reader", "err_body", "err_len", "plain", "sse_body",
-                 "inflate")
+                 "inflate", "max_tokens", "max_events")
 
     def __init__(self, raw: socket.socket | None, acc: R.StreamAccumulator, deadlines: Deadlines,
-                 waiter: Any, reader: Any, max_event_bytes: int = DEFAULT_MAX_BYTES) -> None:
+                 waiter: Any, reader: Any, max_event_bytes: int = DEFAULT_MAX_BYTES,
+                 max_tokens: int | None = None) -> None:
         self.raw = raw
         self.head_buf = b""
         self.head: http1.ResponseHead | None = None
@@ -126,19 +164,32 @@ class ResponseStream:
         self.err_len = 0
         self.plain = False  # True while the inlined fast path in on_readable may be tried
         self.sse_body: bool | None = None  # None until the head (and maybe the first byte) says
-        self.inflate: Any = None  # a zlib decompressor when the server compressed the body
+        self.inflate: Inflater | None = None  # set when the server compressed the body
+        self.max_tokens = max_tokens
+        self.max_events = output_event_cap(max_tokens)
 
     def deadline(self) -> float:
-        """When this request times out unless an output event arrives before."""
+        """When this request times out unless an output event arrives before (or, with a request
+        deadline, at the latest)."""
         times = self.acc.times
-        if times:
-            return times[-1] + self.deadlines.idle
-        return self.acc.t0 + self.deadlines.first_token
+        d = self.deadlines
+        t = times[-1] + d.idle if times else self.acc.t0 + d.first_token
+        if d.request is not None and self.acc.t0 + d.request < t:
+            return self.acc.t0 + d.request
+        return t
 
     def timeout_detail(self) -> str:
-        if self.acc.times:
-            return f"no output event for {self.deadlines.idle:g} s"
-        return f"no first token within {self.deadlines.first_token:g} s"
+        return self.deadlines.detail(self.acc.t0, self.acc.times)
+
+    def over_cap(self) -> bool:
+        """True (and the request ended as a protocol error) once the server sent more output events
+        than ``max_events``. The reader's checker asks, not the SSE loop: no work per token."""
+        if len(self.acc.times) <= self.max_events or self.result is not None:
+            return False
+        if self.acc.bad is None:
+            self.acc.bad = over_cap_error(self.max_tokens, self.max_events)
+        self.end("eof", "")
+        return True
 
     def on_readable(self, clock_offset: float, pass_start: float) -> None:
         # Runs in the hub when the socket is readable: must never block.
@@ -194,36 +245,56 @@ class ResponseStream:
                 if self.body is None:
                     return
             payload, done = self.body.feed(data)
-            if payload and self.inflate is not None:
-                payload = self.inflate.decompress(payload)
         except http1.HTTPError as e:
             acc.bad = f"invalid HTTP response: {e}"[:200]
             self.end("eof", "")
             return
-        except zlib.error as e:
-            acc.bad = f"cannot decode the {acc.content_encoding} body: {e}"[:200]
-            self.end("eof", "")
-            return
         if payload:
-            if self.sse_body is None:  # no Content-Type: an event stream starts with a field, not JSON
-                self.sse_body = payload.lstrip()[:1] not in (b"{", b"[")
-            if not self.sse_body:
-                self.err_len += len(payload)
-                if self.err_len <= MAX_ERROR_BODY:
-                    self.err_body.append(payload)
-                elif not done:  # enough of it to say what went wrong; the rest is not read
-                    self.end("error_body_cut", "")
+            if self.inflate is None:
+                if self._take(payload, done, now):
                     return
-            elif not acc.done and acc.bad is None:
-                self._events(payload, now)
-                if self.result is not None:
-                    return
+            elif self._take_compressed(payload, done, now):
+                return
         if done:
             self.end("complete", "")
             return
         self.plain = (self.sse_body is True and self.body.chunked and not self.want_text and self.inflate is None
                       and acc.bad is None and acc.error is None and not acc.done and acc.first_visible is not None
                       and not self.sse.pending and self.body.idle)
+
+    def _take(self, payload: bytes, done: bool, now: float) -> bool:
+        """Body bytes (inflated, if the server compressed them); True when they ended the request."""
+        acc = self.acc
+        if self.sse_body is None:  # no Content-Type: an event stream starts with a field, not JSON
+            self.sse_body = payload.lstrip()[:1] not in (b"{", b"[")
+        if not self.sse_body:
+            self.err_len += len(payload)
+            if self.err_len <= MAX_ERROR_BODY:
+                self.err_body.append(payload)
+            elif not done:  # enough of it to say what went wrong; the rest is not read
+                self.end("error_body_cut", "")
+                return True
+        elif not acc.done and acc.bad is None:
+            self._events(payload, now)
+            return self.result is not None
+        return False
+
+    def _take_compressed(self, payload: bytes, done: bool, now: float) -> bool:
+        # Slice by slice (wire/inflate.py): a read that would inflate past the limits ends the request.
+        inflater = self.inflate
+        times = self.acc.times
+        try:
+            for piece in inflater.slices(payload):
+                n = len(times)
+                if self._take(piece, done, now):
+                    return True
+                if len(times) > n:
+                    inflater.output_seen()
+        except InflateError as e:
+            self.acc.bad = str(e)[:200]
+            self.end("eof", "")
+            return True
+        return False
 
     def _events(self, payload: bytes, now: float) -> None:
         error = take_events(self.acc, self.sse, payload, now, self.want_text)
@@ -251,8 +322,8 @@ class ResponseStream:
             encoding = head.headers.get("content-encoding", "identity").lower().strip()
             if encoding not in ("", "identity"):
                 self.acc.content_encoding = encoding
-                if encoding in ("gzip", "x-gzip", "deflate"):
-                    self.inflate = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib header
+                if encoding in INFLATE_ENCODINGS:
+                    self.inflate = Inflater(encoding, self.sse.max_bytes)
                 else:
                     raise http1.HTTPError(f"unsupported Content-Encoding {encoding!r} (llmload sends "
                                           "Accept-Encoding: identity)")

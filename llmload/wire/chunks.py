@@ -13,6 +13,10 @@ strings are escaped, so a key such as ``"usage":{`` can only match a key. It req
 a closing ``}``; anything else is parsed. A broken event that still has every marker and ends in
 ``}`` would pass as content.
 
+Every count taken from a server (``usage``'s prompt, completion and cached tokens, in the chat
+and the Responses shapes) is checked here, where it is parsed (:func:`checked_count`): one that no
+table, CSV or msgpack message can hold makes the event ``bad`` (a protocol error naming the field).
+
 Usage::
 
     chunk = classify(b'{"choices":[{"delta":{"content":"Hi"},"finish_reason":null}]}')   # PLAIN
@@ -146,25 +150,74 @@ def interpret(obj: dict[str, Any]) -> Chunk:
             output = visible = True
             texts.append(text)
         if ch.get("finish_reason"):
-            finish = str(ch["finish_reason"])
+            finish = str(ch["finish_reason"])[:100]  # a reason, not a payload: it is a CSV cell and a message field
     usage = obj.get("usage")
+    if isinstance(usage, dict):
+        try:
+            usage = checked_usage(usage, CHAT_USAGE)
+        except UsageError as e:
+            return Chunk(bad=str(e))
+    else:
+        usage = None
     return Chunk(output=output, visible=visible, text="".join(texts), finish_reason=finish,
-                 usage=usage if isinstance(usage, dict) else None, tool_calls=tool_calls)
+                 usage=usage, tool_calls=tool_calls)
+
+
+# The counts llmload takes from a usage object: (where in the server's usage, where in the chat shape).
+CHAT_USAGE = ((("prompt_tokens",), "prompt_tokens"), (("completion_tokens",), "completion_tokens"),
+              (("prompt_tokens_details", "cached_tokens"), "cached_tokens"))
+RESPONSES_USAGE = ((("input_tokens",), "prompt_tokens"), (("output_tokens",), "completion_tokens"),
+                   (("input_tokens_details", "cached_tokens"), "cached_tokens"))
+# Above any context window by far (4.3 billion tokens), and small enough that a run's sums of counts
+# (the stats table ships them in msgpack, 64 bits) cannot overflow within 2**32 requests of the largest:
+# 2**53 per count (exact as a float) would let 2,048 such requests crash a worker's stats shipping.
+MAX_COUNT = 1 << 32
+
+
+class UsageError(ValueError):
+    """A usage count a client cannot take: the message names the field and the value."""
+
+
+def checked_count(value: Any, field: str) -> int | None:
+    """A server's token count as an int 0 ≤ n < 2**32 (None when absent or null). A float with no
+    fraction is taken (``12.0``); anything else (a bool, a string, 1.5, NaN, -1, 2**32) raises
+    :class:`UsageError`: a count that no table, CSV or msgpack message can carry must not reach one."""
+    if value is None:
+        return None
+    if type(value) is float and value.is_integer():  # NaN and infinities are not integers
+        value = int(value)
+    if type(value) is not int or not 0 <= value < MAX_COUNT:
+        big = isinstance(value, int) and abs(value) >= 10**30  # 10**400 in JSON is a Python int
+        shown = f"a {len(str(abs(value)))}-digit number" if big else repr(value)
+        raise UsageError(f"usage.{field}: expected a whole number 0 <= n < 2**32, got {shown[:60]}")
+    return value
+
+
+def checked_usage(usage: dict[str, Any], fields: tuple = CHAT_USAGE) -> dict[str, Any]:
+    """A server's usage object reduced to the counts llmload reads, in the chat shape
+    (``prompt_tokens``, ``completion_tokens``, ``prompt_tokens_details.cached_tokens``), each checked
+    by :func:`checked_count`. A ``*_details`` that is not an object is ignored, as before."""
+    out: dict[str, Any] = {}
+    for path, name in fields:
+        value: Any = usage
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        count = checked_count(value, ".".join(path))
+        if count is None:
+            continue
+        if name == "cached_tokens":
+            out["prompt_tokens_details"] = {"cached_tokens": count}
+        else:
+            out[name] = count
+    return out
 
 
 def responses_usage(usage: Any) -> dict[str, Any] | None:
-    """The Responses API's usage in the chat shape (prompt/completion tokens, cached tokens)."""
+    """The Responses API's usage in the chat shape (prompt/completion tokens, cached tokens);
+    raises :class:`UsageError` for a count :func:`checked_count` refuses."""
     if not isinstance(usage, dict):
         return None
-    out: dict[str, Any] = {}
-    if isinstance(usage.get("input_tokens"), int):
-        out["prompt_tokens"] = usage["input_tokens"]
-    if isinstance(usage.get("output_tokens"), int):
-        out["completion_tokens"] = usage["output_tokens"]
-    details = usage.get("input_tokens_details")
-    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
-        out["prompt_tokens_details"] = {"cached_tokens": details["cached_tokens"]}
-    return out
+    return checked_usage(usage, RESPONSES_USAGE)
 
 
 def interpret_response_event(obj: dict[str, Any]) -> Chunk:
@@ -178,11 +231,15 @@ def interpret_response_event(obj: dict[str, Any]) -> Chunk:
         return Chunk(output=True, visible=visible, text=str(delta) if visible else "")
     if kind in RESPONSES_END:
         resp = obj.get("response") if isinstance(obj.get("response"), dict) else {}
-        finish = str(resp.get("status") or kind.rsplit(".", 1)[-1])
+        finish = str(resp.get("status") or kind.rsplit(".", 1)[-1])[:100]
         details = resp.get("incomplete_details")
         if kind == "response.incomplete" and isinstance(details, dict) and details.get("reason"):
-            finish = str(details["reason"])
-        return Chunk(done=True, finish_reason=finish, usage=responses_usage(resp.get("usage")))
+            finish = str(details["reason"])[:100]
+        try:
+            usage = responses_usage(resp.get("usage"))
+        except UsageError as e:
+            return Chunk(bad=str(e))  # not the end: a bad count makes the request a protocol error
+        return Chunk(done=True, finish_reason=finish, usage=usage)
     if kind == "response.failed":
         resp = obj.get("response") if isinstance(obj.get("response"), dict) else {}
         return Chunk(error=_error_text(resp.get("error"), resp or obj)[:500])

@@ -67,7 +67,9 @@ def parse_head(raw: bytes) -> ResponseHead:
         raise HTTPError(str(e)) from None
     lines = text.split("\r\n")
     parts = lines[0].split(" ", 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+    # three ASCII digits (RFC 9110 15): str.isdigit() also takes "²" and 10**400, which int() or a msgpack'd row cannot
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or len(parts[1]) != 3 or not parts[1].isascii() \
+            or not parts[1].isdigit():
         raise HTTPError(f"bad status line {lines[0][:80]!r}")
     headers: dict[str, str] = {}
     for line in lines[1:]:

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 
@@ -60,7 +61,79 @@ def _gzip_stream() -> bytes:
             b"content-length: %d\r\n\r\n" % len(body) + body)
 
 
+def _gzip_bomb(head: bytes, first: bytes, unit: bytes, total: int = 1 << 30):
+    """A chunked gzip body of ``first`` + ``unit`` repeated to ``total`` bytes, compressed as it is
+    sent (1 GiB inflates from ~1 MiB of gzip; nothing big is ever held). Stops when the client hangs up."""
+    z = zlib.compressobj(6, zlib.DEFLATED, 31)
+    block = unit * ((1 << 20) // len(unit))
+    yield head + chunk(z.compress(first))
+    for _ in range(total // len(block)):
+        out = z.compress(block)
+        if out:
+            yield chunk(out)
+    yield chunk(z.flush()) + END
+
+
+GZIP_HEAD = b"HTTP/1.1 %s\r\ncontent-type: %s\r\ncontent-encoding: gzip\r\ntransfer-encoding: chunked\r\n\r\n"
+
+
+def _endless_tokens():
+    """Content events as fast as the client reads them, never a finish_reason (a server that
+    ignores max_tokens); at most 10 million events or 60 s."""
+    batch = b"".join(chunk(content("x")) for _ in range(200))
+    yield HEAD
+    t_end = time.monotonic() + 60
+    for _ in range(50_000):
+        yield batch
+        if time.monotonic() > t_end:
+            break
+    yield END
+
+
+# usage values no table can hold, sent in turn with good ones (`usage_rotation`); NaN and Infinity as
+# Python's json writes them
+HOSTILE_COUNTS = (str(2**64), "1" + "0" * 400, "-1", "1.5", "NaN", "Infinity", "-Infinity", '"12"')
+HOSTILE_FIELDS = ("completion_tokens", "prompt_tokens", "prompt_tokens_details.cached_tokens")
+_rotation = iter(range(1 << 62))
+_rotation_lock = threading.Lock()
+
+
+def _usage_rotation(note: dict):
+    """Even requests: a good stream with usage; odd ones: the same with one hostile count (logged)."""
+    with _rotation_lock:
+        i = next(_rotation)
+    counts = {"prompt_tokens": b"5", "completion_tokens": b"3"}
+    if i % 2:
+        value = HOSTILE_COUNTS[(i // 2) % len(HOSTILE_COUNTS)]
+        field = HOSTILE_FIELDS[(i // 2) % len(HOSTILE_FIELDS)]
+        if field.endswith("cached_tokens"):
+            counts["prompt_tokens_details"] = b'{"cached_tokens":%s}' % value.encode()
+        else:
+            counts[field] = value.encode()
+        note.update(hostile_field=field, hostile_value=value)
+    usage = b",".join(b'"%s":%s' % (k.encode(), v) for k, v in counts.items())
+    yield stream(content("a"), content("b"), content("c", "stop"),
+                 b'data: {"id":"c","object":"chat.completion.chunk","choices":[],"usage":{' + usage + b"}}\n\n", DONE)
+
+
 SCRIPTS: dict[str, list[tuple]] = {
+    # 1 GiB of SSE comments, gzip-compressed: a bomb for the inflater (both transports)
+    "gzip_bomb": [("gen", lambda note: _gzip_bomb(GZIP_HEAD % (b"200 OK", b"text/event-stream"),
+                                                  b": hi\n\n", b": " + b"z" * 1021 + b"\n"))],
+    # the same behind a first token (the limit between output events holds after one too)
+    "gzip_bomb_after_token": [("gen", lambda note: _gzip_bomb(GZIP_HEAD % (b"200 OK", b"text/event-stream"),
+                                                              content("a"), b":" + b"z" * 1022 + b"\n"))],
+    # a 500 whose gzip body inflates to 1 GiB of JSON
+    "gzip_bomb_error": [("gen", lambda note: _gzip_bomb(GZIP_HEAD % (b"500 Internal Server Error", b"application/json"),
+                                                        b'{"error":{"message":"boom ', b"y" * 1024))],
+    # a /v1/models answer that inflates to 1 GiB (GET /v1/models?script=gzip_bomb_models)
+    "gzip_bomb_models": [("gen", lambda note: _gzip_bomb(GZIP_HEAD % (b"200 OK", b"application/json"),
+                                                         b'{"object":"list","data":[', b'{"id":"m","object":"model"},'
+                                                         ))],
+    "endless_tokens": [("gen", lambda note: _endless_tokens())],
+    # 40 tokens 50 ms apart: 2 s in all, never idle for long
+    "slow_tokens": paced([content("t")] * 39 + [content("t", "stop"), USAGE, DONE], 0.05),
+    "usage_rotation": [("gen", _usage_rotation)],
     # TGI-style keep-alive comments while the request waits in a queue: never a first token.
     "keepalive_no_token": [("send", HEAD)] + [("send", chunk(b": keep-alive\n\n")), ("sleep", 0.1)] * 15
     + [("send", END)],
@@ -132,17 +205,28 @@ def _serve(conn: socket.socket, log_path: str, lock: threading.Lock) -> None:
             if not data:
                 return
             rest += data
-        name = headers.get("x-script", "")
+        target = head.split(b" ", 2)[1].decode("latin-1") if head.count(b" ") >= 2 else ""
+        query = dict(q.partition("=")[::2] for q in target.partition("?")[2].split("&") if q)
+        # X-Script runs on a POST (llmload's --header sends it on its GET /v1/models probe too: logged, not run);
+        # ?script= on any request
+        name = headers.get("x-script", "") or query.get("script", "")
+        run_name = query.get("script") or (name if head.startswith(b"POST ") else "")
         sends = []
+        note: dict = {}
         # no script (a probe of /v1/models, say): a model list, as any OpenAI-compatible server has
         models = b'{"object":"list","data":[{"id":"m","object":"model"}]}'
-        script = SCRIPTS.get(name) or [("send", b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+        script = SCRIPTS.get(run_name) or [("send", b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
                                                  b"content-length: %d\r\n\r\n%s" % (len(models), models))]
         try:
             for step in script:
                 if step[0] == "send":
                     conn.sendall(step[1])
                     sends.append(time.perf_counter())
+                elif step[0] == "gen":  # bytes made as they are sent: a bomb is never held whole
+                    for piece in step[1](note):
+                        conn.sendall(piece)
+                        if len(sends) < 10_000:
+                            sends.append(time.perf_counter())
                 elif step[0] == "sleep":
                     time.sleep(step[1])
                 else:
@@ -151,7 +235,7 @@ def _serve(conn: socket.socket, log_path: str, lock: threading.Lock) -> None:
             pass  # the client hung up (a deadline, a limit): that is what some tests expect
         with lock, open(log_path, "a") as f:
             f.write(json.dumps({"request_id": headers.get("x-request-id"), "script": name, "headers": headers,
-                                "sends": sends}) + "\n")
+                                "sends": sends, **note}) + "\n")
 
 
 def serve(log_path: str) -> None:

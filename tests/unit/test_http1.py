@@ -22,7 +22,8 @@ def test_head_parsing():
     h = parse_head(b"HTTP/1.0 429 Too Many Requests\r\nContent-Length: 5")
     assert h.status == 429 and h.content_length == 5 and not h.keep_alive
     assert not parse_head(b"HTTP/1.1 200 OK\r\nConnection: close").keep_alive
-    for bad in (b"HTTP/2 200", b"garbage", b"HTTP/1.1 abc OK", b"HTTP/1.1 200 OK\r\nno colon"):
+    for bad in (b"HTTP/2 200", b"garbage", b"HTTP/1.1 abc OK", b"HTTP/1.1 200 OK\r\nno colon",
+                b"HTTP/1.1 " + b"9" * 30 + b" OK", "HTTP/1.1 2\u00b2\u00b3 OK".encode("latin-1"), b"HTTP/1.1 20 OK"):
         with pytest.raises(HTTPError):
             parse_head(bad)
 

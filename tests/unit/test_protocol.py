@@ -121,3 +121,34 @@ def test_error_message_extraction():
     assert error_message(b'{"error":{"message":"slow down","code":429}}') == "slow down"
     assert error_message(b'{"object":"error","message":"too long","code":400}') == "too long"
     assert error_message(b"<html>bad gateway</html>") == "<html>bad gateway</html>"
+
+
+HOSTILE_COUNTS = [("2**64", str(2**64), "got 18446744073709551616"), ("10**400", "1" + "0" * 400, "401-digit"),
+                  ("negative", "-1", "got -1"), ("fraction", "1.5", "got 1.5"), ("NaN", "NaN", "got nan"),
+                  ("Infinity", "Infinity", "got inf"), ("overflowing float", "1e400", "got inf"),
+                  ("string", '"12"', "got '12'"), ("bool", "true", "got True"), ("2**32", str(2**32), "got 4294967296")]
+
+
+@pytest.mark.parametrize("name,value,shown", HOSTILE_COUNTS, ids=[c[0] for c in HOSTILE_COUNTS])
+def test_a_count_no_table_can_hold_makes_the_event_a_protocol_error_naming_the_field(name, value, shown):
+    chat = classify(b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":%s}}' % value.encode())
+    assert chat.bad.startswith("usage.completion_tokens: expected a whole number 0 <= n < 2**32") and shown in chat.bad
+    assert chat.usage is None and len(chat.bad) < 150
+    cached = classify(b'{"choices":[],"usage":{"prompt_tokens_details":{"cached_tokens":%s}}}' % value.encode())
+    assert cached.bad.startswith("usage.prompt_tokens_details.cached_tokens:")
+    done = classify_event(("response.completed", b'{"type":"response.completed","response":{"status":"completed",'
+                           b'"usage":{"input_tokens":%s,"output_tokens":2}}}' % value.encode()))
+    assert not done.done and done.bad.startswith("usage.input_tokens: expected a whole number")
+
+
+def test_counts_in_range_are_taken_and_reduced_to_the_chat_shape():
+    c = classify(b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":12.0,"total_tokens":"n/a",'
+                 b'"prompt_tokens_details":{"cached_tokens":null}}}')
+    assert c.bad is None and c.usage == {"prompt_tokens": 5, "completion_tokens": 12}
+    big = 2**32 - 1
+    c = classify(b'{"choices":[],"usage":{"completion_tokens":%d,"prompt_tokens_details":{"cached_tokens":0}}}' % big)
+    assert c.usage == {"completion_tokens": big, "prompt_tokens_details": {"cached_tokens": 0}}
+    done = classify_event(("response.completed", b'{"type":"response.completed","response":{"usage":{'
+                           b'"input_tokens":3,"output_tokens":2,"input_tokens_details":{"cached_tokens":1}}}}'))
+    assert done.done and done.usage == {"prompt_tokens": 3, "completion_tokens": 2,
+                                        "prompt_tokens_details": {"cached_tokens": 1}}
