@@ -96,14 +96,14 @@ def main() -> None:
     results["plugin.record (Locust event, stats, row)"] = timed(lambda i: plugin.record(records[i]), n)
 
     with tempfile.TemporaryDirectory() as d:
-        plugin.writer = RequestsCsv(os.path.join(d, "x_requests.csv"))
+        plugin.files.requests = RequestsCsv(os.path.join(d, "x_requests.csv"))
         rows = list(plugin.pending_rows)
         plugin.pending_rows = []
         t = time.process_time()
         for k in range(0, len(rows), 400):  # a second's worth at 400 requests/s
-            plugin._write_rows(rows[k:k + 400])
+            plugin.write_rows(rows[k:k + 400])
         results["CSV row + live window (per row)"] = (time.process_time() - t) / len(rows) * 1e6
-        plugin.writer.close()
+        plugin.files.close()
     for rec in records:
         plugin.stats.add(rec, track_delta=True)
     t = time.process_time()

@@ -19,6 +19,7 @@ LLM_STATS = "_llm_stats.csv"  # one row per scenario and the aggregate, at the e
 HISTORY = "_llm_history.csv"  # one row per scenario per live interval
 SERVER_METRICS = "_server_metrics.csv"  # long format: time,endpoint,metric,labels,value
 MANIFEST = "_run.json"  # what the run was (plugin.run_manifest)
+WORKER_REQUESTS = "_requests.worker{index}.csv"  # a worker's own copy of its rows, on its own disk
 
 _REQUESTS_FILE = re.compile(r"_requests(\.[^/]*)?\.csv$")
 
@@ -26,6 +27,11 @@ _REQUESTS_FILE = re.compile(r"_requests(\.[^/]*)?\.csv$")
 def path(prefix: str, suffix: str) -> str:
     """The file of ``suffix`` (one of the constants above) for a run's ``--csv`` prefix."""
     return f"{prefix}{suffix}"
+
+
+def worker_path(prefix: str, index: int | str) -> str:
+    """Where worker ``index`` keeps its own rows: ``runs/chat_requests.worker0.csv``."""
+    return path(prefix, WORKER_REQUESTS.format(index=index))
 
 
 def prefix_of(requests_file: str) -> str:

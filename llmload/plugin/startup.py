@@ -8,7 +8,7 @@ UI probes the server once, without waiting: a page must not hang.
 
 Usage::
 
-    config = checked_config(environment, mode="local", at_init=True)   # raises ConfigError
+    config = checked_config(environment, leads=True, at_init=True)   # raises ConfigError
 """
 
 from __future__ import annotations
@@ -36,14 +36,16 @@ def server_address(environment: Any) -> str:
     return environment.host or next((h for h in hosts if h), "") or ""
 
 
-def checked_config(environment: Any, mode: str, at_init: bool) -> RunConfig:
+def checked_config(environment: Any, leads: bool, at_init: bool) -> RunConfig:
+    """The run's configuration, checked; ``leads``: this process talks to the server before the
+    users do (the master or a local process; a worker takes its master's word)."""
     opts = environment.parsed_options
     unattended = bool(opts is not None and (opts.headless or opts.autostart))
     if at_init:
         raise_fd_limit()
-    config = build_config(environment, require_host=mode != "worker" and (unattended or not at_init))
+    config = build_config(environment, require_host=leads and (unattended or not at_init))
     host = server_address(environment)
-    if mode == "worker" or not host or config.faults.preflight == "off":
+    if not leads or not host or config.faults.preflight == "off":
         return config
     problem = None
     if at_init and unattended:

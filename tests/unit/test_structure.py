@@ -155,3 +155,29 @@ def test_locust_processes_load_neither_pandas_nor_the_report():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_no_import_cycle_counting_every_import():
+    g = graph()
+    mods = modules()
+    # A package's __init__ re-exporting its submodules is not a cycle: Python loads the package
+    # first and the submodules never import the package itself.
+    edges = {a: {b for b in bs if not (a.startswith(b + ".") and mods[b].endswith("__init__.py"))}
+             for a, bs in g.items()}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def dfs(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges[node]):
+            if state.get(nxt) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(nxt):] + [nxt]))
+            if nxt not in state:
+                dfs(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for name in sorted(edges):
+        if name not in state:
+            dfs(name)
