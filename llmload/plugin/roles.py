@@ -162,11 +162,9 @@ class Role:
         parts, files = self.parts, self.parts.files
         self.flush_queued()
         table = parts.stats.rows()
-        files.write_llm_stats(table)
         parts.health.stop()
         self.last_sample()
-        files.close_history()
-        parts.run.finish(time.time())  # PREFIX_run.json gets its end
+        files.finish(table, time.time())
         lost = self.lost()
         if lost and self.env.process_exit_code is None:
             self.env.process_exit_code = 1  # rows the server saw are missing here: not a clean run

@@ -13,9 +13,10 @@ file; their rows carry their own ``run_id``. PREFIX_llm_history.csv is opened af
 
 Usage::
 
-    run_files = RunFiles(on_failure=role.file_failed)
-    run_files.start("runs/chat", writes_requests=True)   # at test start
-    run_files.write_requests(rows); run_files.write_history(rows); run_files.write_llm_stats(table)
+    run_files = RunFiles(RunIdentity(), on_failure=role.file_failed)
+    run_files.start(environment, config, "runs/chat", "local", writes_requests=True)   # at test start
+    run_files.write_requests(rows); run_files.write_history(rows)
+    run_files.finish(table, time.time())               # at test end
     out = RequestsCsv("runs/chat_requests.csv")
     out.write(rows)          # raises OutputError (disk full, ...); rows written before stay whole
     worker_requests_path("runs/chat", 0)   # "runs/chat_requests.worker0.csv"
@@ -31,6 +32,7 @@ from typing import IO, Any
 
 from llmload import files
 from llmload.metrics.record import CSV_COLUMNS
+from llmload.plugin.run_manifest import RunIdentity
 
 
 class OutputError(Exception):
@@ -165,7 +167,9 @@ class HistoryCsv:
 class RunFiles:
     """Every file one process writes for a run (see the module docstring)."""
 
-    def __init__(self, on_failure: Callable[[Exception], None]) -> None:
+    def __init__(self, run: RunIdentity, on_failure: Callable[[Exception], None]) -> None:
+        self.run = run
+        """The run's id and PREFIX_run.json (made by the process that writes the CSV)."""
         self.prefix: str | None = None
         """This process's own ``--csv``."""
         self.master_prefix: str | None = None
@@ -177,14 +181,22 @@ class RunFiles:
         """The first file that could not be written, and why ('' while every file is fine)."""
         self._on_failure = on_failure
 
-    def start(self, prefix: str | None, writes_requests: bool) -> None:
-        """At a test start: the prefix, and PREFIX_requests.csv opened (kept open across tests)."""
+    def start(self, environment: Any, config: Any, prefix: str | None, role: str, writes_requests: bool) -> None:
+        """At a test start: the prefix, PREFIX_requests.csv opened (kept open across tests), a new
+        run id and PREFIX_run.json (not on a worker: its master's id arrives)."""
         self.prefix = prefix or None
         if self.prefix and writes_requests and self.requests is None and not self.error:
             try:
                 self.requests = RequestsCsv(files.path(self.prefix, files.REQUESTS))
             except OutputError as e:
                 self.failed(e)
+        self.run.start(environment, config, prefix, role)
+
+    def finish(self, table: list[dict[str, Any]], end: float) -> None:
+        """At the end of a test: PREFIX_llm_stats.csv, the history file closed, PREFIX_run.json's end."""
+        self.write_llm_stats(table)
+        self.close_history()
+        self.run.finish(end)
 
     def failed(self, error: Exception) -> None:
         """The one path when a file cannot be written: said once, nothing more written."""

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import random
-import sys
 import time
 from typing import Any
 
@@ -34,7 +33,6 @@ import gevent
 import gevent.lock
 from locust import events
 from locust.env import Environment
-from locust.exception import StopUser
 
 from llmload.health import gcpolicy
 from llmload.health.calibration import load_calibration
@@ -44,15 +42,14 @@ from llmload.metrics.agent_tasks import TaskRecord
 from llmload.metrics.record import CANCELLED, OK, RequestRecord
 from llmload.metrics.slo import task_limit_s
 from llmload.metrics.stats import LLMStats
-from llmload.net.limits import check_fd_budget
 from llmload.plugin import messages
-from llmload.plugin.config import ConfigError, RunConfig, UserSetup, build_config
+from llmload.plugin.config import RunConfig, UserSetup
 from llmload.plugin.live import LiveHistory, LiveWindow
 from llmload.plugin.options import add_arguments, option
 from llmload.plugin.roles import make_role
 from llmload.plugin.run_files import RunFiles
 from llmload.plugin.run_manifest import RunIdentity
-from llmload.plugin.startup import checked_config, quiet_child
+from llmload.plugin.startup import ConfigGate
 from llmload.plugin.trace_replay import ReplayLink
 from llmload.plugin.views import RunViews
 from llmload.server_metrics.scrape import ServerMetricsScraper, start_scraper
@@ -89,8 +86,6 @@ class LLMLoadPlugin:
 
     def __init__(self, environment: Environment) -> None:
         self.env = environment
-        self._config: RunConfig | None = None
-        self.config_error = ""
         self.stats = LLMStats()
         self.pending_rows: list[tuple] = []  # rows not yet written or shipped (the worker link holds this list)
         self.rows_total = 0
@@ -109,8 +104,9 @@ class LLMLoadPlugin:
         self.stop_reason = ""  # set by a shape that stopped (or held) on an SLO
         self.clients = ClientView()  # every load-generating process's health, the run's stalls
         self.scraper: ServerMetricsScraper | None = None  # the server's /metrics, read by the master or local process
-        self.files = RunFiles(on_failure=lambda e: self.role.file_failed(e))
+        self.files = RunFiles(self.run, on_failure=lambda e: self.role.file_failed(e))
         self.role = make_role(self)
+        self.gate = ConfigGate(environment, self.role.leads)  # the configuration, checked at init and each start
         self.role.handle(messages.RATE, lambda data, _node_id: setattr(self, "rate_override", float(data["rate"])))
         ev = environment.events
         gcpolicy.install(ev)
@@ -130,45 +126,17 @@ class LLMLoadPlugin:
     @property
     def config(self) -> RunConfig:
         """The run's checked configuration (built on first use in a hand-built Environment)."""
-        if self._config is None:
-            self._config = build_config(self.env)
-        return self._config
+        return self.gate.config
+
+    @property
+    def config_error(self) -> str:
+        return self.gate.error
 
     def check_at_init(self) -> None:
-        """Fail once, before any user starts: one line, exit code 1."""
-        try:
-            self._config = checked_config(self.env, self.role.leads, at_init=True)
-        except ConfigError as e:
-            if not quiet_child():
-                sys.stderr.write(f"llmload: {e}\n")
-                sys.stderr.flush()
-            raise SystemExit(1) from None
-
-    def _check_at_start(self) -> None:
-        # The web UI's form or the master's options may have changed what init saw.
-        self.config_error = ""
-        try:
-            self._config = checked_config(self.env, self.role.leads, at_init=False)
-        except ConfigError as e:
-            self._fail(str(e))
-
-    def _fail(self, message: str) -> None:
-        if not self.config_error:
-            self.config_error = message
-            log.error("llmload: %s; the test is stopped", message)
-            if self.role.leads and self.env.runner is not None:
-                gevent.spawn(self.env.runner.stop)
+        self.gate.check_at_init()
 
     def setup_for(self, user_class: type) -> UserSetup:
-        """A user class's setup; a user of a run that cannot start stops quietly (logged once)."""
-        if self.config_error:
-            raise StopUser()
-        check_fd_budget(self.env.runner.user_count if self.env.runner is not None else 0)  # a socket per user
-        try:
-            return self.config.setup_for(user_class)
-        except ConfigError as e:
-            self._fail(str(e))
-            raise StopUser() from None
+        return self.gate.setup_for(user_class)
 
     @property
     def run_finished(self) -> bool:
@@ -271,13 +239,12 @@ class LLMLoadPlugin:
     # -- run lifecycle ---------------------------------------------------------------------------
     def _on_test_start(self, environment: Environment, **_kw: Any) -> None:
         role = self.role
-        self._check_at_start()
+        self.gate.check_at_start()
         self._finished_run = False
         self.stats.clear()
         self.pending_rows.clear()  # the worker link holds this very list
         prefix = self.option("csv_prefix")
-        self.files.start(prefix, writes_requests=role.leads)
-        self.run.start(environment, self.config, prefix, role.name)
+        self.files.start(environment, self.config, prefix, role.name, writes_requests=role.leads)
         self.live = LiveWindow()
         self.history = LiveHistory()
         self.stop_reason = ""
@@ -289,8 +256,9 @@ class LLMLoadPlugin:
             role.spawn(self._sample_history_forever)
             if self.scraper is not None:
                 self.scraper.stop()
-            self.scraper = None if self.config_error or self._config is None else start_scraper(
-                self._config.server_metrics, self.env.host, prefix)
+            checked = self.gate.checked
+            self.scraper = None if self.gate.error or checked is None else start_scraper(
+                checked.server_metrics, self.env.host, prefix)
         role.start()
 
     def _on_test_stop(self, environment: Environment, **_kw: Any) -> None:
