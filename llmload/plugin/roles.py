@@ -50,6 +50,7 @@ log = logging.getLogger("llmload")
 LOCAL_FLUSH_S = 1.0
 ROWS_PER_SLICE = 100  # rows written per loop turn (~0.5 ms at 1,024 streams)
 _USERS_COL = CSV_COLUMNS.index("users")
+_START_COL = CSV_COLUMNS.index("start_time")
 Handler = Callable[[Any, str], None]
 """A message handler: ``handler(data, node_id)``."""
 
@@ -333,11 +334,12 @@ class WorkerRole(Role):
     def _keep_own_copy(self, rows: list[tuple]) -> None:
         """A worker keeps the rows it sends on its own disk (PREFIX_requests.workerN.csv), with the
         other workers' user counts as the master last passed them on."""
-        if not rows:
+        files = self.parts.files
+        if not rows or not files.keeps_worker_rows:
             return
-        others, col, start = self.link.others, _USERS_COL, CSV_COLUMNS.index("start_time")
+        others, col, start = self.link.others, _USERS_COL, _START_COL
         rows = self.parts.run.stamp(rows)  # the master's run id
-        self.parts.files.write_worker_rows(
+        files.write_worker_rows(
             [(*r[:col], others.total_at(r[start], "", r[col]), *r[col + 1:]) for r in rows], self.worker_index)
 
     def file_failed(self, error: Exception) -> None:
