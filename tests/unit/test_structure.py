@@ -181,3 +181,25 @@ def test_no_import_cycle_counting_every_import():
     for name in sorted(edges):
         if name not in state:
             dfs(name)
+
+
+def test_no_module_takes_the_plugin():
+    """Only the user class holds the plugin (its composition root, wiring.py); everything else gets
+    a narrow part: a role, RunFiles, a LiveView, a ShapeControl."""
+    g = graph()
+    takers = sorted(a for a, bs in g.items() if "llmload.plugin.wiring" in bs)
+    assert takers == ["llmload.plugin.users"], takers
+    reach = []
+    for name, path in modules().items():
+        if name == "llmload.plugin.wiring":
+            continue
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):  # getattr(environment, "llmload"): the plugin by another door
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "getattr" and len(node.args) > 1 \
+                    and isinstance(node.args[1], ast.Constant) and node.args[1].value == "llmload":
+                reach.append(name)
+            if isinstance(node, ast.Attribute) and node.attr == "llmload" and isinstance(node.value, ast.Name) \
+                    and node.value.id in ("env", "environment"):
+                reach.append(name)
+    assert not reach, f"modules that take the plugin from the environment: {sorted(set(reach))}"
