@@ -104,6 +104,10 @@ class Role:
         """How far behind now the live window ends: rows are up to a report interval late."""
         return WORKER_REPORT_S + 1.0
 
+    def processes_note(self, processes: set[str]) -> str:
+        """What a log line says about the load-generating processes ('' for this process alone)."""
+        return ""
+
     def announce(self, request_id: str) -> None:
         """A request id is about to be written (only a worker tells its master)."""
 
@@ -247,6 +251,9 @@ class MasterRole(Role):
 
     def load_processes(self) -> set[str]:
         return set(self.link.expected)
+
+    def processes_note(self, processes: set[str]) -> str:
+        return f" ({len(processes)} worker processes)"
 
     def _run_info(self) -> dict[str, Any]:  # the master tells each worker how many share the load, its --csv
         return messages.PROCESSES.payload(n=self.processes, csv=self.parts.option("csv_prefix") or "",

@@ -103,8 +103,7 @@ class ReplayLink:
         expected = self.role.load_processes()
         if expected and expected <= self._done and not self._ended:
             self._ended = True
-            workers = f" ({len(expected)} worker processes)" if self.role.name == "master" else ""
-            log.info("llmload: every trace request is sent%s; ending the run", workers)
+            log.info("llmload: every trace request is sent%s; ending the run", self.role.processes_note(expected))
             self.role.end_run()
 
 
