@@ -33,7 +33,8 @@ from llmload import LLMUser  # noqa: E402
 from llmload.metrics.record import RequestMeta, StreamAccumulator  # noqa: E402
 from llmload.plugin.run_files import RequestsCsv  # noqa: E402
 from llmload.plugin.wiring import get_plugin  # noqa: E402
-from llmload.wire.protocol import PLAIN, Chunk, encode_body  # noqa: E402
+from llmload.wire.chunks import PLAIN, Chunk  # noqa: E402
+from llmload.wire.protocol import encode_body  # noqa: E402
 from llmload.workload.synthetic import LengthRange, SyntheticChat  # noqa: E402
 
 
@@ -96,14 +97,14 @@ def main() -> None:
     results["plugin.record (Locust event, stats, row)"] = timed(lambda i: plugin.record(records[i]), n)
 
     with tempfile.TemporaryDirectory() as d:
-        plugin.writer = RequestsCsv(os.path.join(d, "x_requests.csv"))
+        plugin.files.requests = RequestsCsv(os.path.join(d, "x_requests.csv"))
         rows = list(plugin.pending_rows)
         plugin.pending_rows = []
         t = time.process_time()
         for k in range(0, len(rows), 400):  # a second's worth at 400 requests/s
-            plugin._write_rows(rows[k:k + 400])
+            plugin.write_rows(rows[k:k + 400])
         results["CSV row + live window (per row)"] = (time.process_time() - t) / len(rows) * 1e6
-        plugin.writer.close()
+        plugin.files.close()
     for rec in records:
         plugin.stats.add(rec, track_delta=True)
     t = time.process_time()

@@ -12,7 +12,7 @@ Usage::
     from llmload import files
     files.path("runs/chat", files.REQUESTS)            # "runs/chat_requests.csv"
     files.prefix_of("runs/chat_requests.worker0.csv")  # "runs/chat"
-    files.worker_requests("runs/chat", 0)              # "runs/chat_requests.worker0.csv"
+    files.worker_path("runs/chat", 0)              # "runs/chat_requests.worker0.csv"
     row[files.COL.users]                               # a requests row's users cell (REQUESTS_COLUMNS order)
     users = files.COL.users                            # in a loop over rows: the index once, outside it
 """
@@ -29,6 +29,7 @@ LLM_STATS = "_llm_stats.csv"  # one row per scenario and the aggregate, at the e
 HISTORY = "_llm_history.csv"  # one row per scenario per live interval
 SERVER_METRICS = "_server_metrics.csv"  # long format: time,endpoint,metric,labels,value
 MANIFEST = "_run.json"  # what the run was (plugin.run_manifest)
+WORKER_REQUESTS = "_requests.worker{index}.csv"  # a worker's own copy of its rows, on its own disk
 
 # PREFIX_requests.csv, in this order (users read them by name; new columns go at the end)
 REQUESTS_COLUMNS = (
@@ -54,9 +55,9 @@ def path(prefix: str, suffix: str) -> str:
     return f"{prefix}{suffix}"
 
 
-def worker_requests(prefix: str, index: int | str) -> str:
-    """A worker's own copy of its rows, on its own disk: ``PREFIX_requests.workerN.csv``."""
-    return f"{prefix}{REQUESTS.removesuffix('.csv')}.worker{index}.csv"
+def worker_path(prefix: str, index: int | str) -> str:
+    """Where worker ``index`` keeps its own rows: ``runs/chat_requests.worker0.csv``."""
+    return path(prefix, WORKER_REQUESTS.format(index=index))
 
 
 def prefix_of(requests_file: str) -> str:

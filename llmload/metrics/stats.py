@@ -12,6 +12,19 @@ Usage::
     stats.add(record)
     wire = stats.take_delta()      # on a worker: what changed since the last call
     master_stats.merge_wire(wire)  # on the master
+
+The wire format (``take_delta``; msgpack-safe: the payload of a worker's ``llmload_*`` messages,
+:mod:`llmload.plugin.messages`) maps each scenario to named fields:
+
+* ``histograms``: metric (``METRICS``) → :meth:`llmload.metrics.histogram.Histogram.to_wire`;
+  only metrics with values. ``statuses``: status → requests.
+* ``output_tokens``, ``prompt_tokens``, ``cached_tokens``: token sums; ``requested_input_tokens``,
+  ``reported_input_tokens``, ``requested_image_tokens``: sums over the ``compared`` ok requests
+  that know both lengths; ``compressed``, ``coalesced``: responses and reads; ``late``: requests
+  later than ``LATE_MS``; ``backoff_waits``, ``backoff_ms``: waits after 429/503 and their sum.
+* ``first_start``, ``last_end``: Unix times, None when there were no requests.
+* ``schedule_lag``: a histogram (ms) or None; ``tasks``:
+  :meth:`llmload.metrics.agent_tasks.TaskStats.to_wire` or None.
 """
 
 from __future__ import annotations
@@ -47,6 +60,13 @@ def stat_values(h: Histogram, stats: tuple[str, ...], digits: int = 3) -> list[f
     qs = [50.0 if s == "median" else float(s[1:]) for s in stats if s not in ("mean", "max")]
     found = iter(h.percentiles(qs) if qs else [])
     return [rounded(h.mean if s == "mean" else h.max if s == "max" else next(found), digits) for s in stats]
+
+_WIRE_COUNTERS = (  # wire field → ScenarioStats attribute, for the plain counters
+    ("output_tokens", "output_tokens"), ("prompt_tokens", "prompt_tokens"), ("cached_tokens", "cached_tokens"),
+    ("requested_input_tokens", "requested_input"), ("reported_input_tokens", "reported_input"),
+    ("compared", "compared"), ("compressed", "compressed"), ("coalesced", "coalesced"), ("late", "late"),
+    ("requested_image_tokens", "requested_image"), ("backoff_waits", "backoff_waits"), ("backoff_ms", "backoff_ms"),
+)
 
 
 class ScenarioStats:
@@ -154,35 +174,33 @@ class ScenarioStats:
         return self.status_counts.get(OK, 0)
 
     def to_wire(self) -> dict[str, Any]:
-        return {
-            "h": {m: self.hist[m].to_wire() for m in METRICS if self.hist[m]},
-            "s": self.status_counts,
-            "t": [self.output_tokens, self.prompt_tokens, self.cached_tokens, self.requested_input,
-                  self.reported_input, self.compared, self.compressed, self.coalesced, self.backoff_waits,
-                  self.backoff_ms],
-            "w": [self.first_start if self.requests else None, self.last_end if self.requests else None],
-            "x": {"lag": self.lag.to_wire() if self.lag else None, "late": self.late, "img": self.requested_image,
-                  "tasks": self.tasks.to_wire() if self.tasks.count else None},
+        """This scenario's numbers as plain, msgpack-safe values (the fields of the module docstring)."""
+        wire: dict[str, Any] = {
+            "histograms": {m: self.hist[m].to_wire() for m in METRICS if self.hist[m]},
+            "statuses": self.status_counts,
+            "first_start": self.first_start if self.requests else None,
+            "last_end": self.last_end if self.requests else None,
+            "schedule_lag": self.lag.to_wire() if self.lag else None,
+            "tasks": self.tasks.to_wire() if self.tasks.count else None,
         }
+        for key, attr in _WIRE_COUNTERS:
+            wire[key] = getattr(self, attr)
+        return wire
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> ScenarioStats:
         s = cls()
-        for m, h in data["h"].items():
+        for m, h in data["histograms"].items():
             s.hist[m] = Histogram.from_wire(h)
-        s.status_counts = dict(data["s"])
-        t = [*data["t"], 0, 0, 0, 0][:10]  # fewer fields: a worker of an older llmload
-        (s.output_tokens, s.prompt_tokens, s.cached_tokens, s.requested_input, s.reported_input,
-         s.compared, s.compressed, s.coalesced, s.backoff_waits, s.backoff_ms) = t
-        if data["w"][0] is not None:
-            s.first_start, s.last_end = data["w"]
-        x = data.get("x") or {}
-        if x.get("lag"):
-            s.lag = Histogram.from_wire(x["lag"])
-        s.late = x.get("late", 0)
-        s.requested_image = x.get("img", 0)
-        if x.get("tasks"):
-            s.tasks = TaskStats.from_wire(x["tasks"])
+        s.status_counts = dict(data["statuses"])
+        for key, attr in _WIRE_COUNTERS:
+            setattr(s, attr, data[key])
+        if data["first_start"] is not None:
+            s.first_start, s.last_end = data["first_start"], data["last_end"]
+        if data["schedule_lag"]:
+            s.lag = Histogram.from_wire(data["schedule_lag"])
+        if data["tasks"]:
+            s.tasks = TaskStats.from_wire(data["tasks"])
         return s
 
     def summary(self) -> dict[str, Any]:

@@ -1,5 +1,7 @@
 """Distributed runs: every worker's rows and stats reach the master, and none is lost at stop.
 
+The messages and their fields are declared in :mod:`llmload.plugin.messages`.
+
 Workers send their rows in small messages (``llmload_rows``, ``ROWS_PER_MESSAGE`` at most, every
 ``ROWS_SHIP_S``: packing three seconds of rows at once held a worker's loop for ~5 ms at 1,024
 streams), put the rest with the stats and health into Locust's 3-second ``report_to_master``
@@ -30,7 +32,7 @@ Faults (issue 15):
 
 Usage::
 
-    link = WorkerLink(runner, take_payload, stop, rows, {})   # on a worker; take_payload() -> dict
+    link = WorkerLink(runner, take_payload, stop, rows)   # on a worker; take_payload() -> dict
     link = MasterLink(runner, ingest)            # on the master; ingest(client_id, payload)
     link.collect_finals(stop_timeout)            # master, in test_stop
     link.lost()                                  # master: [(index, client_id, ids without a row)]
@@ -48,6 +50,7 @@ import gevent
 from locust.rpc import Message
 
 from llmload.net.turns import let_io_run
+from llmload.plugin.messages import COUNTS, FINAL, PROCESSES, REPORT_KEY, ROWS, SENT, STOP, USERS
 
 log = logging.getLogger("llmload")
 
@@ -59,7 +62,6 @@ WORKER_REPORT_S = 3.0  # Locust's WORKER_REPORT_INTERVAL
 USERS_SAMPLE_S = 0.1
 ROWS_SHIP_S = 0.5
 ROWS_PER_MESSAGE = 200
-PAYLOAD_KEY = "llmload"
 _NOBLOCK = 1  # zmq.NOBLOCK, without importing zmq here
 
 
@@ -101,24 +103,20 @@ class WorkerLink:
     """A worker's side: ships deltas in each report, its user count on change, the final rows."""
 
     def __init__(self, runner: Any, take_payload: Callable[[], dict[str, Any]], on_stop_request: Callable[[], None],
-                 rows: list, on_message: dict[str, Callable[[Any], None]],
-                 on_shipped: Callable[[list], None] = lambda rows: None) -> None:
+                 rows: list, on_shipped: Callable[[list], None] = lambda rows: None) -> None:
         self.runner = runner
         self._take_payload = take_payload
         self.rows = rows  # the plugin's queue of rows not yet sent (the link only takes from its head)
         self._on_shipped = on_shipped  # the worker keeps what it sent on its own disk
         self._on_stop_request = on_stop_request
         runner.environment.events.report_to_master.add_listener(self._on_report)
-        runner.register_message("llmload_stop", self._on_stop, concurrent=True)
-        for name, fn in on_message.items():
-            runner.register_message(name, lambda environment, msg, _fn=fn, **_kw: _fn(msg.data))
-
-        runner.register_message("llmload_counts", self._on_counts)
+        runner.register_message(STOP.name, self._on_stop, concurrent=True)
+        runner.register_message(COUNTS.name, self._on_counts)
         self.others = UserCounts()  # every other worker's user count, as the master passes them on
         self.announce_failures = 0
 
     def _on_report(self, client_id: str, data: dict[str, Any]) -> None:
-        data[PAYLOAD_KEY] = self._take_payload()
+        data[REPORT_KEY] = self._take_payload()
 
     def _on_stop(self, environment: Any, msg: Any, **_kw: Any) -> None:
         self._on_stop_request()
@@ -135,7 +133,7 @@ class WorkerLink:
         partition) must not stall the user; the master then cannot count that request as lost."""
         runner = self.runner
         try:
-            runner.client.socket.send(Message("llmload_sent", request_id, runner.client_id).serialize(),
+            runner.client.socket.send(Message(SENT.name, request_id, runner.client_id).serialize(),
                                       _NOBLOCK)
         except Exception:
             self.announce_failures += 1
@@ -155,7 +153,7 @@ class WorkerLink:
         while True:
             n = self.runner.user_count
             if n != last:
-                self.runner.send_message("llmload_users", {"t": time.time(), "n": n})
+                self.runner.send_message(USERS.name, USERS.payload(t=time.time(), n=n))
                 last = n
             gevent.sleep(USERS_SAMPLE_S)
 
@@ -165,7 +163,7 @@ class WorkerLink:
             gevent.sleep(ROWS_SHIP_S)
             while self.rows:
                 rows = self.rows[:ROWS_PER_MESSAGE]
-                self.runner.send_message("llmload_rows", {"rows": rows})
+                self.runner.send_message(ROWS.name, ROWS.payload(rows=rows))
                 del self.rows[:len(rows)]  # only once sent: a kill inside the send leaves them queued
                 self._on_shipped(rows)
                 let_io_run()
@@ -174,7 +172,7 @@ class WorkerLink:
         payload = self._take_payload()
         payload["final"] = True
         try:
-            self.runner.send_message("llmload_final", payload)
+            self.runner.send_message(FINAL.name, payload)
         except Exception as e:  # the master is gone: nothing left to send to
             log.error("llmload: could not send the final rows to the master: %s", e)
 
@@ -197,10 +195,10 @@ class MasterLink:
         self._counts: dict[str, int] = {}
         self._counts_t = 0.0
         self._counts_pending: gevent.Greenlet | None = None
-        runner.register_message("llmload_final", self._on_final)
-        runner.register_message("llmload_users", self._on_users)
-        runner.register_message("llmload_sent", self._on_sent)
-        runner.register_message("llmload_rows", self._on_rows)
+        runner.register_message(FINAL.name, self._on_final)
+        runner.register_message(USERS.name, self._on_users)
+        runner.register_message(SENT.name, self._on_sent)
+        runner.register_message(ROWS.name, self._on_rows)
 
     def start(self) -> None:
         """At test start: expect a final message from every connected worker."""
@@ -224,7 +222,7 @@ class MasterLink:
             self.runner.send_message(name, data, client_id=client_id)
 
     def _on_report(self, client_id: str, data: dict[str, Any]) -> None:
-        payload = data.get(PAYLOAD_KEY)
+        payload = data.get(REPORT_KEY)
         if payload:
             self.expected.add(client_id)
             self.index[client_id] = payload.get("index", "?")
@@ -235,7 +233,7 @@ class MasterLink:
         self.users.report(msg.node_id, t, n)
         if msg.node_id not in self._counts:  # a worker's first word in this run (also one that joined late)
             self.expected.add(msg.node_id)
-            self.broadcast("llmload_processes", self._run_info())
+            self.broadcast(PROCESSES.name, self._run_info())
         self._counts[msg.node_id] = n
         self._counts_t = max(self._counts_t, t)
         if self._counts_pending is None:  # at most one broadcast per COUNTS_EVERY_S: ramps change counts often
@@ -243,7 +241,7 @@ class MasterLink:
 
     def _send_counts(self) -> None:
         self._counts_pending = None
-        self.broadcast("llmload_counts", {"t": self._counts_t, "counts": dict(self._counts)})
+        self.broadcast(COUNTS.name, COUNTS.payload(t=self._counts_t, counts=dict(self._counts)))
 
     def _on_rows(self, environment: Any, msg: Any, **_kw: Any) -> None:
         self.expected.add(msg.node_id)
@@ -259,7 +257,7 @@ class MasterLink:
         """Ask every worker without final data to stop, and wait (bounded) for their finals."""
         for client_id in self.expected - self.finals:
             try:
-                self.runner.send_message("llmload_stop", None, client_id=client_id)
+                self.runner.send_message(STOP.name, None, client_id=client_id)
             except Exception as e:
                 log.warning("llmload: cannot ask worker %s to stop: %s", client_id, e)
         start = time.monotonic()

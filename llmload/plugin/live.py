@@ -62,7 +62,7 @@ class LiveWindow:
     def add_itl_delta(self, wire: dict[str, Any], now: float) -> None:
         """The ITL histograms of a stats delta (:meth:`llmload.metrics.stats.LLMStats.take_delta`)."""
         for name, data in wire.items():
-            itl = data.get("h", {}).get("itl")
+            itl = data.get("histograms", {}).get("itl")
             if itl:
                 self.add_itl(name, Histogram.from_wire(itl), now)
 

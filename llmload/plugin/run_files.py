@@ -1,5 +1,10 @@
 """The files a run writes: PREFIX_requests.csv (appended as rows arrive), a worker's own
-PREFIX_requests.workerN.csv, and PREFIX_llm_stats.csv.
+PREFIX_requests.workerN.csv, PREFIX_llm_history.csv and PREFIX_llm_stats.csv; names from
+:mod:`llmload.files`. :class:`RunFiles` owns them for one process, and the one path taken when
+one cannot be written (a full disk): the message names the file and why, the rows written before
+stay whole, nothing more is written, and the process's role says what follows (the master or a
+local process stops the run with exit code 1; a worker says its own copy stops, the master
+still has the rows).
 
 A process starts the requests CSV afresh the first time it opens it (``fresh=True``), as Locust
 does with its own CSVs: a second run with the same ``--csv`` prefix never appends to the first
@@ -8,6 +13,10 @@ file; their rows carry their own ``run_id``. PREFIX_llm_history.csv is opened af
 
 Usage::
 
+    run_files = RunFiles(RunIdentity(), on_failure=role.file_failed)
+    run_files.start(environment, config, "runs/chat", "local", writes_requests=True)   # at test start
+    run_files.write_requests(rows); run_files.write_history(rows)
+    run_files.finish(table, time.time())               # at test end
     out = RequestsCsv("runs/chat_requests.csv")
     out.write(rows)          # raises OutputError (disk full, ...); rows written before stay whole
     worker_requests_path("runs/chat", 0)   # "runs/chat_requests.worker0.csv"
@@ -18,11 +27,13 @@ from __future__ import annotations
 import csv
 import io
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import IO, Any
 
+from llmload import files
 from llmload.metrics import catalog
 from llmload.metrics.record import CSV_COLUMNS
+from llmload.plugin.run_manifest import RunIdentity
 
 
 class OutputError(Exception):
@@ -31,7 +42,7 @@ class OutputError(Exception):
 
 def worker_requests_path(prefix: str, index: int | str) -> str:
     """Where a worker keeps its own rows, on its own disk."""
-    return f"{prefix}_requests.worker{index}.csv"
+    return files.worker_path(prefix, index)
 
 
 class RequestsCsv:
@@ -151,3 +162,105 @@ class HistoryCsv:
                 f.close()
             except OSError:
                 pass  # a full disk: what did not fit is reported by write
+
+
+class RunFiles:
+    """Every file one process writes for a run (see the module docstring)."""
+
+    def __init__(self, run: RunIdentity, on_failure: Callable[[Exception], None]) -> None:
+        self.run = run
+        """The run's id and PREFIX_run.json (made by the process that writes the CSV)."""
+        self.prefix: str | None = None
+        """This process's own ``--csv``."""
+        self.master_prefix: str | None = None
+        """A worker's fallback: the master's ``--csv`` (the master passes it on)."""
+        self.requests: RequestsCsv | None = None
+        """PREFIX_requests.csv (master, local) or a worker's own PREFIX_requests.workerN.csv."""
+        self.history: HistoryCsv | None = None
+        self.error = ""
+        """The first file that could not be written, and why ('' while every file is fine)."""
+        self._on_failure = on_failure
+
+    def start(self, environment: Any, config: Any, prefix: str | None, role: str, writes_requests: bool) -> None:
+        """At a test start: the prefix, PREFIX_requests.csv opened (kept open across tests), a new
+        run id and PREFIX_run.json (not on a worker: its master's id arrives)."""
+        self.prefix = prefix or None
+        if self.prefix and writes_requests and self.requests is None and not self.error:
+            try:
+                self.requests = RequestsCsv(files.path(self.prefix, files.REQUESTS))
+            except OutputError as e:
+                self.failed(e)
+        self.run.start(environment, config, prefix, role)
+
+    def finish(self, table: list[dict[str, Any]], end: float) -> None:
+        """At the end of a test: PREFIX_llm_stats.csv, the history file closed, PREFIX_run.json's end."""
+        self.write_llm_stats(table)
+        self.close_history()
+        self.run.finish(end)
+
+    def failed(self, error: Exception) -> None:
+        """The one path when a file cannot be written: said once, nothing more written."""
+        if self.error:
+            return
+        self.error = str(error)
+        self.close()
+        self._on_failure(error)
+
+    def write_requests(self, rows: list) -> None:
+        if self.requests is not None and rows:
+            try:
+                self.requests.write(rows)
+            except OutputError as e:
+                self.failed(e)
+
+    @property
+    def keeps_worker_rows(self) -> bool:
+        """A worker has a file for its own copy: a prefix (its own or the master's), no failure."""
+        return bool(self.prefix or self.master_prefix) and not self.error
+
+    def worker_path(self, index: int) -> str | None:
+        prefix = self.prefix or self.master_prefix
+        return files.worker_path(prefix, index) if prefix else None
+
+    def write_worker_rows(self, rows: list, index: int) -> None:
+        """A worker's own copy of the rows it ships (opened at the first rows: the master's prefix
+        may arrive after the test start)."""
+        path = self.worker_path(index)
+        if not rows or self.error or path is None:
+            return
+        try:
+            if self.requests is None:
+                self.requests = RequestsCsv(path)
+            self.requests.write(rows)
+        except (OutputError, OSError) as e:
+            self.failed(e)
+
+    def write_history(self, rows: list[dict[str, Any]]) -> None:
+        if not self.prefix or not rows or self.error:
+            return
+        try:
+            if self.history is None:
+                self.history = HistoryCsv(files.path(self.prefix, files.HISTORY))
+            self.history.write(rows)
+        except (OutputError, OSError) as e:
+            self.history = None
+            self.failed(e)
+
+    def close_history(self) -> None:
+        """At the end of a test: the next one starts its own history file."""
+        if self.history is not None:
+            self.history.close()
+            self.history = None
+
+    def write_llm_stats(self, table: list[dict[str, Any]]) -> None:
+        if self.prefix and table and not self.error:
+            try:
+                write_llm_stats(files.path(self.prefix, files.LLM_STATS), table)
+            except OutputError as e:
+                self.failed(e)
+
+    def close(self) -> None:
+        if self.requests is not None:
+            self.requests.close()
+            self.requests = None
+        self.close_history()

@@ -6,21 +6,31 @@ At init (``at_init=True``) a headless or autostarted run is checked whole, the s
 (the web UI's form or the master's options may have changed it), and a run started from the web
 UI probes the server once, without waiting: a page must not hang.
 
+:class:`ConfigGate` holds the result for the plugin: a bad configuration ends the run at init
+with one line and exit code 1; at a test start it stops the test (logged once) and the users of
+that test stop quietly.
+
 Usage::
 
-    config = checked_config(environment, mode="local", at_init=True)   # raises ConfigError
+    config = checked_config(environment, leads=True, at_init=True)   # raises ConfigError
+    gate = ConfigGate(environment, leads=True); gate.check_at_init(); gate.setup_for(MyUser)
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from typing import Any
 
-from llmload.net.limits import raise_fd_limit
-from llmload.plugin.config import ConfigError, RunConfig, build_config
+import gevent
+from locust.exception import StopUser
+
+from llmload.net.limits import check_fd_budget, raise_fd_limit
+from llmload.plugin.config import ConfigError, RunConfig, UserSetup, build_config
 from llmload.transport.models import preflight
 
+log = logging.getLogger("llmload")
 _IMPORT_PID = os.getpid()  # Locust forks --processes after importing the locustfile (and this)
 
 
@@ -36,14 +46,16 @@ def server_address(environment: Any) -> str:
     return environment.host or next((h for h in hosts if h), "") or ""
 
 
-def checked_config(environment: Any, mode: str, at_init: bool) -> RunConfig:
+def checked_config(environment: Any, leads: bool, at_init: bool) -> RunConfig:
+    """The run's configuration, checked; ``leads``: this process talks to the server before the
+    users do (the master or a local process; a worker takes its master's word)."""
     opts = environment.parsed_options
     unattended = bool(opts is not None and (opts.headless or opts.autostart))
     if at_init:
         raise_fd_limit()
-    config = build_config(environment, require_host=mode != "worker" and (unattended or not at_init))
+    config = build_config(environment, require_host=leads and (unattended or not at_init))
     host = server_address(environment)
-    if mode == "worker" or not host or config.faults.preflight == "off":
+    if not leads or not host or config.faults.preflight == "off":
         return config
     problem = None
     if at_init and unattended:
@@ -53,3 +65,62 @@ def checked_config(environment: Any, mode: str, at_init: bool) -> RunConfig:
     if problem:
         raise ConfigError(problem)
     return config
+
+
+class ConfigGate:
+    """The run's checked configuration in one Locust process; see the module docstring."""
+
+    def __init__(self, environment: Any, leads: bool) -> None:
+        self.env = environment
+        self.leads = leads
+        self._config: RunConfig | None = None
+        self.error = ""
+        """Why this test cannot run ('' when it can)."""
+
+    @property
+    def config(self) -> RunConfig:
+        """The checked configuration (built on first use in a hand-built Environment)."""
+        if self._config is None:
+            self._config = build_config(self.env)
+        return self._config
+
+    @property
+    def checked(self) -> RunConfig | None:
+        """The configuration as the last check left it (None if it has not been built)."""
+        return self._config
+
+    def check_at_init(self) -> None:
+        """Fail once, before any user starts: one line, exit code 1."""
+        try:
+            self._config = checked_config(self.env, self.leads, at_init=True)
+        except ConfigError as e:
+            if not quiet_child():
+                sys.stderr.write(f"llmload: {e}\n")
+                sys.stderr.flush()
+            raise SystemExit(1) from None
+
+    def check_at_start(self) -> None:
+        # The web UI's form or the master's options may have changed what init saw.
+        self.error = ""
+        try:
+            self._config = checked_config(self.env, self.leads, at_init=False)
+        except ConfigError as e:
+            self.fail(str(e))
+
+    def fail(self, message: str) -> None:
+        if not self.error:
+            self.error = message
+            log.error("llmload: %s; the test is stopped", message)
+            if self.leads and self.env.runner is not None:
+                gevent.spawn(self.env.runner.stop)
+
+    def setup_for(self, user_class: type) -> UserSetup:
+        """A user class's setup; a user of a run that cannot start stops quietly (logged once)."""
+        if self.error:
+            raise StopUser()
+        check_fd_budget(self.env.runner.user_count if self.env.runner is not None else 0)  # a socket per user
+        try:
+            return self.config.setup_for(user_class)
+        except ConfigError as e:
+            self.fail(str(e))
+            raise StopUser() from None

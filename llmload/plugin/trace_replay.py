@@ -1,21 +1,28 @@
-"""Trace replay across processes: one clock for all of them, and the end of the run when every
-process has sent its share.
+"""Trace replay across processes: one clock for all of them, each trace entry sent at its time,
+and the end of the run when every process has sent its share.
 
-* Trace time 0 is one Unix time for every process: at test start the master (or the local
-  process) takes ``now + LEAD_S`` plus the time Locust takes to spawn the users (users ÷ spawn
-  rate, at most ``MAX_SPAWN_WAIT_S``), and sends it to the workers (``llmload_trace_t0``). Locust
-  fires ``test_start`` on the master before it sends the spawn messages, and messages reach a
-  worker in order, so every user knows ``t0`` when it starts.
+* Trace time 0 is one Unix time for every process: at test start the process that leads the run
+  (the master, or the local process) takes ``now + LEAD_S`` plus the time Locust takes to spawn
+  the users (users ÷ spawn rate, at most ``MAX_SPAWN_WAIT_S``), and sends it
+  (``messages.TRACE_T0``; a local process's role loops it back). Locust fires ``test_start`` on
+  the master before it sends the spawn messages, and messages reach a worker in order, so every
+  user knows ``t0`` when it starts.
 * Each process deals itself its share (:class:`~llmload.workload.trace.replay.TraceSchedule`, from
-  ``plugin.worker_index`` and ``plugin.processes``). When every schedule of a process has
-  handed out and recorded its share, a worker tells the master (``llmload_trace_done``); when
-  every worker has (or at once, in a local run) the run ends: a headless run quits, a web UI
-  run stops, as Locust does when a load shape ends.
+  the role's ``worker_index`` and ``processes``). When every schedule of a process has handed out
+  and recorded its share, it says so (``messages.TRACE_DONE``); when every load-generating
+  process has, the run ends: a headless run quits, a web UI run stops, as Locust does when a
+  load shape ends.
+* Sending on time (:func:`replay_one`): the user takes its entry as soon as it is free, builds the
+  request (prompt blocks, JSON body) while there is time, sleeps until a moment before the due
+  time, then yields until the clock reaches it (libev wakes timers up to a millisecond late; the
+  last ``SPIN_S`` is waited by yielding to the hub, as the mock's driver does). ``scheduled_time``
+  in the row is the due time, so ``start_time − scheduled_time`` is the schedule lag.
 
-Usage (the plugin makes one per process)::
+Usage (the plugin makes one link per process; LLMUser calls replay_one)::
 
-    link = ReplayLink(plugin)
+    link = ReplayLink(environment, role)
     schedule = link.schedule_for("mooncake", selected_trace(spec.trace))
+    replay_one(user, schedule, TraceWorkload(...), rate=8.0)
 """
 
 from __future__ import annotations
@@ -26,7 +33,9 @@ from typing import Any
 
 import gevent
 
-from llmload.workload.trace.replay import SelectedTrace, TraceSchedule
+from llmload.plugin.messages import TRACE_DONE, TRACE_T0
+from llmload.plugin.roles import Role
+from llmload.workload.trace.replay import SelectedTrace, TraceSchedule, TraceWorkload
 
 log = logging.getLogger("llmload")
 
@@ -35,39 +44,36 @@ LEAD_S = 1.0
 MAX_SPAWN_WAIT_S = 10.0
 
 
+SPIN_S = 0.002
+IDLE_S = 0.5  # a user with nothing left to send waits this long between looks (the run is ending)
+
+
 class ReplayLink:
-    def __init__(self, plugin: Any) -> None:
-        self.plugin = plugin
+    def __init__(self, environment: Any, role: Role) -> None:
+        self.env = environment
+        self.role = role
         self.t0: float | None = None
         self.schedules: dict[str, TraceSchedule] = {}
-        self._done_workers: set[str] = set()
+        self._done: set[str] = set()
         self._reported = False
         self._ended = False
-        env = plugin.env
-        env.events.test_start.add_listener(self._on_test_start)
-        runner = env.runner
-        if plugin.mode == "worker":
-            runner.register_message("llmload_trace_t0", lambda environment, msg, **_kw: self._set_t0(msg.data["t0"]))
-        elif plugin.mode == "master":
-            runner.register_message("llmload_trace_done", self._on_worker_done)
+        environment.events.test_start.add_listener(self._on_test_start)
+        role.handle(TRACE_T0, lambda data, _node_id: self._set_t0(data["t0"]))
+        role.handle(TRACE_DONE, self._on_done)
 
     def _set_t0(self, t0: float) -> None:
         self.t0 = float(t0)
 
     def _on_test_start(self, environment: Any, **_kw: Any) -> None:
         self.schedules = {}
-        self._done_workers = set()
+        self._done = set()
         self._reported = False
         self._ended = False
-        if self.plugin.mode == "worker":
-            return  # the master's t0 arrives before the spawn message
-        self.t0 = time.time() + self._lead_s()
-        link = self.plugin.link
-        if self.plugin.mode == "master" and link is not None:
-            link.broadcast("llmload_trace_t0", {"t0": self.t0})
+        if self.role.leads:  # elsewhere the leader's t0 arrives before the spawn message
+            self.role.send(TRACE_T0, TRACE_T0.payload(t0=time.time() + self._lead_s()))
 
     def _lead_s(self) -> float:
-        env = self.plugin.env
+        env = self.env
         opts = env.parsed_options
         users = getattr(env.runner, "target_user_count", None) or getattr(opts, "num_users", None) or 0
         rate = getattr(env.runner, "spawn_rate", None) or getattr(opts, "spawn_rate", None) or 0
@@ -81,8 +87,8 @@ class ReplayLink:
             if self.t0 is None:  # a worker that missed the master's clock (or a hand-built run)
                 log.warning("llmload: no trace start time from the master; this process starts its share now")
                 self.t0 = time.time() + LEAD_S
-            plugin = self.plugin
-            s = self.schedules[name] = TraceSchedule(trace, plugin.worker_index, max(1, plugin.processes), self.t0,
+            role = self.role
+            s = self.schedules[name] = TraceSchedule(trace, role.worker_index, role.processes, self.t0,
                                                      on_done=self._check_done)
         return s
 
@@ -90,25 +96,37 @@ class ReplayLink:
         if self._reported or not all(s.done for s in self.schedules.values()):
             return
         self._reported = True
-        if self.plugin.mode == "worker":
-            self.plugin.env.runner.send_message("llmload_trace_done", {"index": self.plugin.worker_index})
-        else:
-            self._end_run("every trace request is sent")
+        self.role.send(TRACE_DONE, TRACE_DONE.payload(index=self.role.worker_index))
 
-    def _on_worker_done(self, environment: Any, msg: Any, **_kw: Any) -> None:
-        self._done_workers.add(msg.node_id)
-        link = self.plugin.link
-        expected = set(getattr(link, "expected", ()) or ())
-        if expected and expected <= self._done_workers:
-            self._end_run(f"every trace request is sent ({len(expected)} worker processes)")
+    def _on_done(self, _data: Any, node_id: str) -> None:
+        self._done.add(node_id)
+        expected = self.role.load_processes()
+        if expected and expected <= self._done and not self._ended:
+            self._ended = True
+            log.info("llmload: every trace request is sent%s; ending the run", self.role.processes_note(expected))
+            self.role.end_run()
 
-    def _end_run(self, why: str) -> None:
-        if self._ended:
-            return
-        self._ended = True
-        runner = self.plugin.env.runner
-        if runner is None:
-            return
-        opts = self.plugin.env.parsed_options
-        log.info("llmload: %s; ending the run", why)
-        gevent.spawn(runner.quit if opts is not None and opts.headless else runner.stop)
+
+def sleep_until(t: float) -> None:
+    """Sleep until Unix time ``t``: a timer for most of it, yields for the last ``SPIN_S``."""
+    delay = t - time.time()
+    if delay > SPIN_S:
+        gevent.sleep(delay - SPIN_S)
+    while time.time() < t:
+        gevent.sleep(0)
+
+
+def replay_one(user: Any, schedule: TraceSchedule, source: TraceWorkload, rate: float | None) -> None:
+    """Send this process's next trace entry at its time; idle when the share is all sent."""
+    ticket = schedule.take()
+    if ticket is None:
+        gevent.sleep(IDLE_S)
+        return
+    entry, due = ticket
+    try:
+        request = source.request_for(entry, rate, schedule.turn(entry))
+        body = request.encode(user.endpoint_name)
+        sleep_until(due)
+        user.send_capped(request, due, rate, body)
+    finally:
+        schedule.finished()

@@ -31,9 +31,10 @@ from locust import User, constant, task
 
 from llmload.metrics.record import RequestMeta, RequestRecord
 from llmload.net.turns import yield_if_turn_is_long
+from llmload.plugin.agent_loop import run_agent_task
 from llmload.plugin.backoff import Backoff
 from llmload.plugin.config import UserSetup
-from llmload.plugin.task_loops import replay_one, run_agent_task
+from llmload.plugin.trace_replay import replay_one
 from llmload.plugin.wiring import get_plugin
 from llmload.transport import Transport, make_transport
 from llmload.wire.protocol import ENDPOINTS

@@ -16,6 +16,9 @@ it the links say so), ``llmload/llm_stats.csv`` and ``llmload/history.csv`` (the
 While a test runs the tab shows the live window (the last 10 s) and, on the whole-run row, the
 server's own metrics when they are read (running/waiting, KV cache, prefix hit rate, server vs
 client TTFT). Once it has stopped, the tab shows the whole run's figures and says "stopped".
+
+Everything here reads the run through :class:`LiveView` (the plugin's
+:class:`~llmload.plugin.views.RunViews`), never the plugin.
 """
 
 from __future__ import annotations
@@ -25,18 +28,56 @@ import io
 import json
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from flask import Blueprint, Response, request, send_file
 
+from llmload import files
 from llmload.metrics import catalog
 from llmload.metrics.record import OK, STATUSES
 from llmload.metrics.stats import AGGREGATED
-from llmload.plugin.live_feed import client_state
 from llmload.plugin.run_files import HISTORY_COLUMNS
 
-if TYPE_CHECKING:
-    from llmload.plugin.wiring import LLMLoadPlugin
+
+class LiveView(Protocol):
+    """What the web UI reads of a run."""
+
+    @property
+    def run_finished(self) -> bool:
+        """No test is running here (none started yet, or the last one has ended)."""
+        ...
+
+    def runner_state(self) -> str:
+        """Locust's runner state ('' without a runner)."""
+        ...
+
+    def stats_rows(self) -> list[dict[str, Any]]:
+        """The whole run per scenario (PREFIX_llm_stats.csv rows)."""
+        ...
+
+    def latest_rows(self) -> list[dict[str, Any]]:
+        """The newest live sample, one row per scenario (PREFIX_llm_history.csv rows)."""
+        ...
+
+    def history_rows(self, since: float = float("-inf")) -> list[dict[str, Any]]:
+        """The live samples taken after ``since`` (Unix seconds)."""
+        ...
+
+    def client_health(self) -> list[dict[str, Any]]:
+        """The newest health sample of every load-generating process."""
+        ...
+
+    def server_samples(self) -> list[dict[str, Any]]:
+        """The server's /metrics samples, oldest first ([] when not read)."""
+        ...
+
+    def server_urls(self) -> list[str]:
+        ...
+
+    def run_file(self, suffix: str) -> str | None:
+        """The path of the run's file of ``suffix`` (a :mod:`llmload.files` name); None without --csv."""
+        ...
+
 
 TAB_KEY = "llm"
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
@@ -80,10 +121,10 @@ def server_cells(sample: dict[str, Any] | None, client_ttft_mean: Any) -> dict[s
     }
 
 
-def stopped_rows(plugin: LLMLoadPlugin) -> list[dict[str, Any]]:
+def stopped_rows(view: LiveView) -> list[dict[str, Any]]:
     """After a test: the whole run per scenario, marked stopped (not the last live window)."""
     out = []
-    for r in plugin.stats.rows():
+    for r in view.stats_rows():
         row = {k: _fmt(round(v, 2) if isinstance(v := r.get(src), float) else v) for k, src in STOPPED.items()}
         errors = {st: r.get(st, 0) for st in STATUSES if st not in (OK, "cancelled") and r.get(st)}
         row.update({"scenario": r["scenario"], "window": f"whole run ({r.get('duration_s') or 0:.0f} s), stopped",
@@ -93,20 +134,15 @@ def stopped_rows(plugin: LLMLoadPlugin) -> list[dict[str, Any]]:
     return out
 
 
-def _runner_state(plugin: LLMLoadPlugin) -> str:
-    runner = plugin.env.runner
-    return getattr(runner, "state", "") if runner is not None else ""
-
-
-def tab_rows(plugin: LLMLoadPlugin) -> list[dict[str, Any]]:
+def tab_rows(view: LiveView) -> list[dict[str, Any]]:
     """The LLM tab: the latest history sample (live window), one row per scenario; the whole run,
     marked stopped, once the test is over."""
-    if plugin.run_finished and _runner_state(plugin) in ("stopped", "ready", ""):
-        return stopped_rows(plugin)
-    latest = plugin.history.latest()
+    if view.run_finished and view.runner_state() in ("stopped", "ready", ""):
+        return stopped_rows(view)
+    latest = view.latest_rows()
     if not latest:
         return []
-    _, health = client_state(plugin)
+    health = view.client_health()
     limited = [h for h in health if h.get("limited")]
     if limited:
         from llmload.health.verdict import describe
@@ -116,8 +152,8 @@ def tab_rows(plugin: LLMLoadPlugin) -> list[dict[str, Any]]:
         client = f"ok (CPU max {max(h['cpu'] for h in health):.0f} %)"
     else:
         client = "–"
-    scraper = plugin.scraper
-    sample = scraper.samples[-1] if scraper is not None and scraper.samples else None
+    samples = view.server_samples()
+    sample = samples[-1] if samples else None
     out = []
     total = latest[-1]  # Aggregated, or the only scenario
     if total.get("errors_dominate"):  # first, and the client is not blamed for it
@@ -150,7 +186,7 @@ def rows_csv(rows: list[dict[str, Any]], columns: list[str] | tuple[str, ...] | 
     return buf.getvalue()
 
 
-def install(environment: Any, plugin: LLMLoadPlugin) -> None:
+def install(environment: Any, view: LiveView) -> None:
     web_ui = environment.web_ui
     opts = environment.parsed_options
     base = (getattr(opts, "web_base_path", None) or "").rstrip("/")
@@ -174,7 +210,7 @@ def install(environment: Any, plugin: LLMLoadPlugin) -> None:
         if not request.path.endswith("/stats/requests") or response.status_code != 200 or not response.is_json:
             return response
         data = response.get_json()
-        data["extended_stats"] = [{"key": TAB_KEY, "data": tab_rows(plugin)}]
+        data["extended_stats"] = [{"key": TAB_KEY, "data": tab_rows(view)}]
         response.set_data(json.dumps(data))
         return response
 
@@ -191,23 +227,21 @@ def install(environment: Any, plugin: LLMLoadPlugin) -> None:
     @bp.route("/live.json")
     @auth
     def live() -> Response:
-        return Response(json.dumps({"rows": tab_rows(plugin), "time": time.time()}), mimetype="application/json")
+        return Response(json.dumps({"rows": tab_rows(view), "time": time.time()}), mimetype="application/json")
 
     @bp.route("/history.json")
     @auth
     def history() -> Response:
         since = float(request.args.get("since", 0) or 0)
         server_since = float(request.args.get("server_since", 0) or 0)
-        rows = plugin.history.rows_since(since)
-        scraper = plugin.scraper
-        server = [s for s in (scraper.samples if scraper is not None else []) if s["time"] > server_since]
-        return Response(json.dumps({"rows": rows, "server": server, "state": _runner_state(plugin),
-                                    "server_metrics": scraper.urls if scraper is not None else []}),
+        rows = view.history_rows(since)
+        server = [s for s in view.server_samples() if s["time"] > server_since]
+        return Response(json.dumps({"rows": rows, "server": server, "state": view.runner_state(),
+                                    "server_metrics": view.server_urls()}),
                         mimetype="application/json")
 
     def csv_file(suffix: str, in_memory: Any = None) -> Response:
-        prefix = plugin.option("csv_prefix")
-        path = f"{prefix}{suffix}" if prefix else None
+        path = view.run_file(suffix)
         name = f"llmload{suffix}"
         if path is not None and os.path.exists(path):
             return send_file(os.path.abspath(path), mimetype="text/csv", as_attachment=True,
@@ -221,21 +255,21 @@ def install(environment: Any, plugin: LLMLoadPlugin) -> None:
     @bp.route("/requests.csv")
     @auth
     def requests_csv() -> Response:
-        return csv_file("_requests.csv")
+        return csv_file(files.REQUESTS)
 
     @bp.route("/server_metrics.csv")
     @auth
     def server_metrics_csv() -> Response:
-        return csv_file("_server_metrics.csv")
+        return csv_file(files.SERVER_METRICS)
 
     @bp.route("/llm_stats.csv")
     @auth
     def stats_csv() -> Response:
-        return csv_file("_llm_stats.csv", lambda: rows_csv(plugin.stats.rows()))
+        return csv_file(files.LLM_STATS, lambda: rows_csv(view.stats_rows()))
 
     @bp.route("/history.csv")
     @auth
     def history_csv() -> Response:
-        return csv_file("_llm_history.csv", lambda: rows_csv(plugin.history.rows, HISTORY_COLUMNS))
+        return csv_file(files.HISTORY, lambda: rows_csv(view.history_rows(), HISTORY_COLUMNS))
 
     web_ui.app.register_blueprint(bp)

@@ -37,6 +37,7 @@ from locust import LoadTestShape
 
 from llmload.metrics.slo import DEFAULT_ERROR_BUDGET, broken_slos, with_error_budget
 from llmload.metrics.stats import ScenarioStats
+from llmload.shapes.control import control_of
 from llmload.shapes.schedules import parse_rates, parse_steps, ramp_schedule, step_schedule
 from llmload.shapes.search import MODES, Bisection, StepSample
 
@@ -50,8 +51,8 @@ class _Settings:
     def __init__(self, shape: LoadTestShape) -> None:
         env = shape.runner.environment if shape.runner is not None else None
         self.opts = env.parsed_options if env is not None else None
-        self.plugin = getattr(env, "llmload", None)
-        self.yaml = self.plugin.config.shape if self.plugin is not None else {}
+        self.control = control_of(env)
+        self.yaml = self.control.shape_settings() if self.control is not None else {}
         self.shape = shape
 
     def get(self, option: str, yaml_key: str, attr: str) -> Any:
@@ -67,12 +68,12 @@ class _SLOStop:
     """Watches the live window; says when an SLO has stayed broken long enough."""
 
     def __init__(self, settings: _Settings) -> None:
-        self.plugin = settings.plugin
+        self.control = settings.control
         self.after_s = float(settings.get("slo_stop_after", "slo_stop_after_s", "slo_stop_after_s") or 0.0)
         self.action = settings.get("slo_stop_action", "slo_stop_action", "slo_stop_action") or "stop"
         if self.action not in ("stop", "hold"):
             raise ValueError(f"--slo-stop-action {self.action!r}: expected stop or hold")
-        self.slos = self.plugin.config.slos if self.plugin is not None and self.after_s > 0 else []
+        self.slos = self.control.slos() if self.control is not None and self.after_s > 0 else []
         self.broken_since: float | None = None
         self.broken: list[str] = []
 
@@ -80,7 +81,7 @@ class _SLOStop:
         """True once some SLO has been broken for ``after_s`` without a break."""
         if not self.slos:
             return False
-        per, _ = self.plugin.live.merged(now, self.plugin.live_lag_s())
+        per = self.control.live_window(now)
         total = ScenarioStats()
         for s in per.values():
             total.merge(s)
@@ -111,9 +112,9 @@ class _LLMShape(LoadTestShape):
         return {}
 
     def _report(self, text: str) -> None:
-        plugin = getattr(self.runner.environment, "llmload", None) if self.runner is not None else None
-        if plugin is not None:
-            plugin.stop_reason = text
+        control = control_of(self.runner.environment) if self.runner is not None else None
+        if control is not None:
+            control.stopped_because(text)
         log.warning(text)
 
 
@@ -217,8 +218,8 @@ class RateLadderShape(_LLMShape):
         rate = step_schedule(self.get_run_time(), rates, seconds)
         if rate is None:
             return None
-        if s.plugin is not None:
-            s.plugin.set_arrival_rate(rate)
+        if s.control is not None:
+            s.control.set_arrival_rate(rate)
         return users, float(users)
 
     def describe(self) -> dict[str, Any]:
@@ -272,18 +273,18 @@ class SearchLoadShape(_LLMShape):
                 "warmup_s": float(s.get("search_warmup_s", "search_warmup_s", "warmup_s")),
                 "spawn_rate": float(s.get("step_spawn_rate", "spawn_rate", "spawn_rate")),
                 "sample_floor": int(s.yaml.get("search_sample_floor", self.sample_floor)),
-                "max_step_seconds": float(self.max_step_seconds), "plugin": s.plugin}
+                "max_step_seconds": float(self.max_step_seconds), "control": s.control}
         return self._settings_cache
 
     def _begin(self, now: float) -> None:
         cfg = self.settings()
         self._slos: list = []
         self._search = Bisection(cfg["min"], cfg["max"], cfg["precision"], integer=cfg["search"] == "users")
-        plugin = cfg["plugin"]
-        slos = list(plugin.config.slos) if plugin is not None else []
+        control = cfg["control"]
+        slos = list(control.slos()) if control is not None else []
         self._slos = with_error_budget(slos, DEFAULT_ERROR_BUDGET)
-        if plugin is not None and self._on_rows not in plugin.run.listeners:
-            plugin.run.listeners.append(self._on_rows)
+        if control is not None:
+            control.watch_rows(self._on_rows)
         self._start_step(self._search.next_level(), now)
 
     def _on_rows(self, rows: list[tuple]) -> None:
@@ -304,8 +305,8 @@ class SearchLoadShape(_LLMShape):
         now = time.time()
         if self._search is None:
             self._begin(now)
-        plugin, step, search = cfg["plugin"], self._step, self._search
-        lag = plugin.live_lag_s() if plugin is not None else 0.0
+        control, step, search = cfg["control"], self._step, self._search
+        lag = control.live_lag_s() if control is not None else 0.0
         if step is not None and (step.ready(now, lag) or now - self._step_started > cfg["max_step_seconds"]):
             passed, broken = step.verdict(now, lag)
             search.record(passed, broken)
@@ -317,8 +318,8 @@ class SearchLoadShape(_LLMShape):
             self._report(self._summary())
             return None
         if cfg["search"] == "rate":
-            if plugin is not None:
-                plugin.set_arrival_rate(self._level)
+            if control is not None:
+                control.set_arrival_rate(self._level)
             return self.users, float(self.users)
         return int(self._level), cfg["spawn_rate"]
 
@@ -335,7 +336,7 @@ class SearchLoadShape(_LLMShape):
         return f"{used}; capacity {b.answer:g} {unit}, {check}; run `llmload report` on the CSVs for the numbers"
 
     def describe(self) -> dict[str, Any]:
-        cfg = {k: v for k, v in self.settings().items() if k != "plugin"}
+        cfg = {k: v for k, v in self.settings().items() if k != "control"}
         if cfg["search"] == "rate":
             cfg["users"] = self.users
         return {**cfg, **(self._search.describe() if getattr(self, "_search", None) else {})}

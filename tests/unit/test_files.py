@@ -14,8 +14,6 @@ from tests.support.processes import ROOT
 
 SUFFIXES = (files.REQUESTS, files.LLM_STATS, files.HISTORY, files.SERVER_METRICS, files.MANIFEST)
 # the plugin's writers, which move to llmload.files with the plugin's RunFiles (another branch)
-WRITERS_NOT_YET_MOVED = {"plugin/wiring.py", "plugin/live_feed.py", "plugin/run_end.py", "plugin/webui.py",
-                         "plugin/run_files.py"}
 
 
 def test_named_cells_are_the_columns_positions():
@@ -28,7 +26,7 @@ def test_named_cells_are_the_columns_positions():
 
 def test_paths_and_prefixes():
     assert files.path("runs/chat", files.REQUESTS) == "runs/chat_requests.csv"
-    assert files.worker_requests("runs/chat", 3) == "runs/chat_requests.worker3.csv"
+    assert files.worker_path("runs/chat", 3) == "runs/chat_requests.worker3.csv"
     for name in ("runs/chat_requests.csv", "runs/chat_requests.worker3.csv", "runs/chat"):
         assert files.prefix_of(name) == "runs/chat"
     assert files.prefix_of("runs_requests.d/chat") == "runs_requests.d/chat"  # a folder's name is no suffix
@@ -51,7 +49,7 @@ def test_no_module_but_files_spells_a_file_name():
     for base, _dirs, names in os.walk(package):
         for name in names:
             rel = os.path.relpath(os.path.join(base, name), package).replace(os.sep, "/")
-            if name.endswith(".py") and rel != "files.py" and rel not in WRITERS_NOT_YET_MOVED:
+            if name.endswith(".py") and rel != "files.py":
                 found += [f"llmload/{rel}:{line}: {text!r}" for line, text in _literals(os.path.join(base, name))
                           if (any(s in text for s in SUFFIXES) or "_requests.worker" in text)
                           and "PREFIX_" not in text]  # a help text naming the file to a user

@@ -108,7 +108,7 @@ def test_tracked_requests_are_counted_once_whether_or_not_the_delta_was_taken():
     before = stats.rows()
     assert before[0]["requests"] == 5 and before[0]["max_ttft_ms"] == 54.0
     wire = stats.take_delta()
-    assert wire["chat"]["s"] == {"ok": 5} and stats.take_delta() == {}
+    assert wire["chat"]["statuses"] == {"ok": 5} and stats.take_delta() == {}
     assert stats.rows() == before  # folded into the cumulative stats, not lost and not doubled
     stats.add(_rec("chat", "ok", 70.0, 10.0, 11), track_delta=True)
     assert stats.rows()[0]["requests"] == 6 and stats.rows()[0]["max_ttft_ms"] == 70.0

@@ -88,11 +88,22 @@ def test_step_sample_waits_for_slow_requests_and_judges_like_the_report():
 
 
 class FakePlugin:
+    """A ShapeControl (llmload.shapes.control) that records what the shape asks."""
+
     def __init__(self, slos):
-        self.config = types.SimpleNamespace(slos=slos, shape={})
+        self._slos = slos
         self.stop_reason = ""
         self.run = types.SimpleNamespace(listeners=[])
         self.rates = []
+
+    def shape_settings(self):
+        return {}
+
+    def slos(self):
+        return self._slos
+
+    def live_window(self, now):
+        raise AssertionError("the search shape judges its own steps, not the live window")
 
     def live_lag_s(self):
         return 1.0
@@ -100,10 +111,18 @@ class FakePlugin:
     def set_arrival_rate(self, rate):
         self.rates.append(rate)
 
+    def stopped_because(self, text):
+        self.stop_reason = text
+
+    def watch_rows(self, listener):
+        if listener not in self.run.listeners:
+            self.run.listeners.append(listener)
+
 
 def make_shape(cls, plugin, **opts):
     shape = cls()
-    env = types.SimpleNamespace(parsed_options=types.SimpleNamespace(**opts), llmload=plugin, stop_timeout=0.0)
+    env = types.SimpleNamespace(parsed_options=types.SimpleNamespace(**opts), llmload_shapes=plugin,
+                                stop_timeout=0.0)
     shape.runner = types.SimpleNamespace(environment=env)
     return shape
 

@@ -89,11 +89,22 @@ def test_live_slo_values_need_enough_samples():
 
 
 class FakePlugin:
+    """A ShapeControl (llmload.shapes.control) over a real live window."""
+
     def __init__(self, slos):
         self.live = LiveWindow()
-        self.config = types.SimpleNamespace(slos=slos, shape={})
+        self._slos = slos
         self.stop_reason = ""
         self.rates = []
+
+    def shape_settings(self):
+        return {}
+
+    def slos(self):
+        return self._slos
+
+    def live_window(self, now):
+        return self.live.merged(now, self.live_lag_s())[0]
 
     def live_lag_s(self):
         return 0.0
@@ -101,10 +112,16 @@ class FakePlugin:
     def set_arrival_rate(self, rate):
         self.rates.append(rate)
 
+    def stopped_because(self, text):
+        self.stop_reason = text
+
+    def watch_rows(self, listener):
+        raise AssertionError("only the search shape watches rows")
+
 
 def make_shape(cls, plugin, **opts):
     shape = cls()
-    env = types.SimpleNamespace(parsed_options=types.SimpleNamespace(**opts), llmload=plugin)
+    env = types.SimpleNamespace(parsed_options=types.SimpleNamespace(**opts), llmload_shapes=plugin)
     shape.runner = types.SimpleNamespace(environment=env)
     return shape
 

@@ -155,3 +155,51 @@ def test_locust_processes_load_neither_pandas_nor_the_report():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_no_import_cycle_counting_every_import():
+    g = graph()
+    mods = modules()
+    # A package's __init__ re-exporting its submodules is not a cycle: Python loads the package
+    # first and the submodules never import the package itself.
+    edges = {a: {b for b in bs if not (a.startswith(b + ".") and mods[b].endswith("__init__.py"))}
+             for a, bs in g.items()}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def dfs(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges[node]):
+            if state.get(nxt) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(nxt):] + [nxt]))
+            if nxt not in state:
+                dfs(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for name in sorted(edges):
+        if name not in state:
+            dfs(name)
+
+
+def test_no_module_takes_the_plugin():
+    """Only the user class holds the plugin (its composition root, wiring.py); everything else gets
+    a narrow part: a role, RunFiles, a LiveView, a ShapeControl."""
+    g = graph()
+    takers = sorted(a for a, bs in g.items() if "llmload.plugin.wiring" in bs)
+    assert takers == ["llmload.plugin.users"], takers
+    reach = []
+    for name, path in modules().items():
+        if name == "llmload.plugin.wiring":
+            continue
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):  # getattr(environment, "llmload"): the plugin by another door
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "getattr" and len(node.args) > 1 \
+                    and isinstance(node.args[1], ast.Constant) and node.args[1].value == "llmload":
+                reach.append(name)
+            if isinstance(node, ast.Attribute) and node.attr == "llmload" and isinstance(node.value, ast.Name) \
+                    and node.value.id in ("env", "environment"):
+                reach.append(name)
+    assert not reach, f"modules that take the plugin from the environment: {sorted(set(reach))}"

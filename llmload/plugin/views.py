@@ -1,0 +1,86 @@
+"""The narrow views of a run that code outside the plugin's core reads: the web UI's
+:class:`~llmload.plugin.webui.LiveView` and the load shapes'
+:class:`~llmload.shapes.control.ShapeControl`. Each method answers one question from the run's
+parts; neither reader sees the plugin.
+
+Usage (the plugin makes one per process)::
+
+    views = RunViews(plugin, role)
+    environment.llmload_shapes = views          # shapes.control.control_of(environment)
+    webui.install(environment, views)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from llmload import files
+from llmload.metrics.slo import SLO
+from llmload.metrics.stats import ScenarioStats
+from llmload.plugin.roles import Role
+from llmload.plugin.run_parts import RunParts
+
+
+class RunViews:
+    def __init__(self, parts: RunParts, role: Role) -> None:
+        self._parts = parts
+        self._role = role
+
+    # -- the web UI (LiveView) -------------------------------------------------------------------
+    @property
+    def run_finished(self) -> bool:
+        return self._parts.run_finished
+
+    def runner_state(self) -> str:
+        runner = self._parts.env.runner
+        return getattr(runner, "state", "") if runner is not None else ""
+
+    def stats_rows(self) -> list[dict[str, Any]]:
+        return self._parts.stats.rows()
+
+    def latest_rows(self) -> list[dict[str, Any]]:
+        return self._parts.history.latest()
+
+    def history_rows(self, since: float = float("-inf")) -> list[dict[str, Any]]:
+        return self._parts.history.rows_since(since)
+
+    def client_health(self) -> list[dict[str, Any]]:
+        return self._role.client_state()[1]
+
+    def server_samples(self) -> list[dict[str, Any]]:
+        scraper = self._parts.scraper
+        return list(scraper.samples) if scraper is not None else []
+
+    def server_urls(self) -> list[str]:
+        scraper = self._parts.scraper
+        return list(scraper.urls) if scraper is not None else []
+
+    def run_file(self, suffix: str) -> str | None:
+        """The run's file of ``suffix`` (a :mod:`llmload.files` name) with ``--csv``, else None."""
+        prefix = self._parts.option("csv_prefix")
+        return files.path(prefix, suffix) if prefix else None
+
+    # -- the load shapes (ShapeControl) ----------------------------------------------------------
+    def shape_settings(self) -> dict[str, Any]:
+        return self._parts.config.shape
+
+    def slos(self) -> list[SLO]:
+        return list(self._parts.config.slos)
+
+    def live_window(self, now: float) -> dict[str, ScenarioStats]:
+        return self._parts.live.merged(now, self.live_lag_s())[0]
+
+    def live_lag_s(self) -> float:
+        return self._role.live_lag_s()
+
+    def set_arrival_rate(self, rate: float) -> None:
+        self._parts.set_arrival_rate(rate)
+
+    def stopped_because(self, text: str) -> None:
+        self._parts.stop_reason = text
+
+    def watch_rows(self, listener: Callable[[list[tuple]], None]) -> None:
+        listeners = self._parts.run.listeners
+        if listener not in listeners:
+            listeners.append(listener)
