@@ -27,8 +27,12 @@ Faults (issue 15):
 * A worker that hears no heartbeat from its master for ``--master-lost-after`` seconds (default
   20; a 10-s partition passes) stops its users, keeps every row in its own file and exits 1
   (:meth:`WorkerLink.watch_master`). Rows go to that file as they are shipped.
-* At the end the master waits for the final data of live workers, but only ``MISSING_GRACE_S`` for
-  a worker Locust already calls missing.
+* At the end the master waits for the final data of live workers, but gives up on a worker that
+  Locust calls missing (or has dropped) once it has also been silent for ``GONE_AFTER_SILENT_S``,
+  counted from its last message of any kind (a heartbeat, rows, an announced request), never less
+  than ``MISSING_GRACE_S`` after asking. Locust's "missing" alone only means ~4 s without a heartbeat:
+  a worker on a loaded machine (its loop held up, or the process not scheduled) shows that and still
+  sends its final data seconds later; a worker killed during the run has been silent far longer.
 
 Usage::
 
@@ -56,6 +60,7 @@ log = logging.getLogger("llmload")
 
 FINAL_MARGIN_S = 15.0
 MISSING_GRACE_S = 2.0
+GONE_AFTER_SILENT_S = 12.0  # > the 8 s a worker starved of CPU was seen silent for, then answered
 MASTER_CHECK_S = 0.5
 COUNTS_EVERY_S = 0.5
 WORKER_REPORT_S = 3.0  # Locust's WORKER_REPORT_INTERVAL
@@ -190,7 +195,11 @@ class MasterLink:
         self.expected: set[str] = set()
         self.finals: set[str] = set()
         runner.environment.events.worker_report.add_listener(self._on_report)
+        runner.environment.events.heartbeat_sent.add_listener(self._on_heartbeat)  # fired as one arrives
         self.unreported: dict[str, set[str]] = {}  # worker → announced request ids without a row
+        self.clock: Callable[[], float] = time.monotonic  # a test passes a fake clock and sleep
+        self.sleep: Callable[[float], None] = gevent.sleep
+        self.last_heard: dict[str, float] = {}  # worker → clock() of its last message of any kind
         self.index: dict[str, int] = {}
         self._counts: dict[str, int] = {}
         self._counts_t = 0.0
@@ -207,8 +216,17 @@ class MasterLink:
         self.unreported = {}
         self._counts = {}
         self.expected = set(self.runner.clients.keys())
+        now = self.clock()
+        self.last_heard = dict.fromkeys(self.expected, now)
+
+    def heard(self, client_id: str) -> None:
+        self.last_heard[client_id] = self.clock()
+
+    def _on_heartbeat(self, client_id: str, **_kw: Any) -> None:
+        self.heard(client_id)
 
     def _on_sent(self, environment: Any, msg: Any, **_kw: Any) -> None:
+        self.heard(msg.node_id)
         self.unreported.setdefault(msg.node_id, set()).add(msg.data)
 
     def rows_arrived(self, client_id: str, rows: list) -> None:
@@ -222,6 +240,7 @@ class MasterLink:
             self.runner.send_message(name, data, client_id=client_id)
 
     def _on_report(self, client_id: str, data: dict[str, Any]) -> None:
+        self.heard(client_id)
         payload = data.get(REPORT_KEY)
         if payload:
             self.expected.add(client_id)
@@ -229,6 +248,7 @@ class MasterLink:
             self._ingest(client_id, payload)
 
     def _on_users(self, environment: Any, msg: Any, **_kw: Any) -> None:
+        self.heard(msg.node_id)
         t, n = float(msg.data["t"]), int(msg.data["n"])
         self.users.report(msg.node_id, t, n)
         if msg.node_id not in self._counts:  # a worker's first word in this run (also one that joined late)
@@ -244,10 +264,12 @@ class MasterLink:
         self.broadcast(COUNTS.name, COUNTS.payload(t=self._counts_t, counts=dict(self._counts)))
 
     def _on_rows(self, environment: Any, msg: Any, **_kw: Any) -> None:
+        self.heard(msg.node_id)
         self.expected.add(msg.node_id)
         self._ingest(msg.node_id, msg.data or {})
 
     def _on_final(self, environment: Any, msg: Any, **_kw: Any) -> None:
+        self.heard(msg.node_id)
         self.expected.add(msg.node_id)
         self.index[msg.node_id] = (msg.data or {}).get("index", "?")
         self._ingest(msg.node_id, msg.data or {})
@@ -260,20 +282,23 @@ class MasterLink:
                 self.runner.send_message(STOP.name, None, client_id=client_id)
             except Exception as e:
                 log.warning("llmload: cannot ask worker %s to stop: %s", client_id, e)
-        start = time.monotonic()
+        start = self.clock()
         deadline = start + stop_timeout + FINAL_MARGIN_S
-        while (waiting := self.expected - self.finals) and time.monotonic() < deadline:
-            # A worker Locust calls missing (no heartbeat for ~4 s) or has dropped gets a short grace only.
-            if time.monotonic() - start > MISSING_GRACE_S and all(self._gone(c) for c in waiting):
+        while (waiting := self.expected - self.finals) and (now := self.clock()) < deadline:
+            # Locust's "missing" is ~4 s without a heartbeat, which a live worker on a loaded machine
+            # shows too: it is gone only when also silent for GONE_AFTER_SILENT_S since its last message.
+            if now - start > MISSING_GRACE_S and all(self._gone(c, now) for c in waiting):
                 break
-            gevent.sleep(0.05)
+            self.sleep(0.05)
         for client_id in self.expected - self.finals:
             log.warning("llmload: no final data from worker %s (index %s); rows it had not yet reported are "
                         "missing", client_id, self.index.get(client_id, "?"))
 
-    def _gone(self, client_id: str) -> bool:
+    def _gone(self, client_id: str, now: float) -> bool:
         node = self.runner.clients.get(client_id)
-        return node is None or node.state == "missing"
+        if node is not None and node.state != "missing":
+            return False
+        return now - self.last_heard.get(client_id, float("-inf")) >= GONE_AFTER_SILENT_S
 
     def lost(self) -> list[tuple[int | str, str, int]]:
         """Workers with announced requests that have no row, or no final data:

@@ -175,10 +175,14 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO],
         if entry["thin"]:
             entry["note"] = f"only {entry['ok']} ok requests (< {sample_floor}): no verdict, never capacity"
         if entry["short"]:
-            need = math.ceil(warmup_s + SHORT_STEP_E2E * mean_e2e / 1000.0)
+            # Advice in seconds to add, not a length: a step's window also loses what the rows do not
+            # cover (the last step ends at its last request's start), so "at least warm-up + 3 × E2E"
+            # fell short again when followed. Each second added to the steps adds one to the window.
+            needed_s = SHORT_STEP_E2E * mean_e2e / 1000.0
+            more = max(1, math.ceil(needed_s - dur))
             warnings.append(f"step of {name}: measured {dur:.1f} s, shorter than {SHORT_STEP_E2E:g} × its mean E2E "
-                         f"({mean_e2e / 1000.0:.1f} s): its throughput is rough; make steps at least {need} s "
-                         f"long (warm-up {warmup_s:g} s included)")
+                         f"({mean_e2e / 1000.0:.1f} s): its throughput is rough; make steps at least {more} s "
+                         f"longer (after the {warmup_s:g}-s warm-up it needs {needed_s:.1f} s)")
         step.data = entry
         steps.append(step)
     return steps, notes, warnings

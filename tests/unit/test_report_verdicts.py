@@ -185,8 +185,29 @@ def test_a_short_step_agrees_with_littles_law(tmp_path):
     assert abs(step["rps"] - little) / little < 0.05
     assert step["rps"] == pytest.approx(5.8182, abs=1e-4)
     assert step["short"] is True
-    assert any("measured 8.0 s, shorter than 3 × its mean E2E (5.5 s)" in w and "at least 21 s" in w
-               for w in rep.warnings)
+    assert any("measured 8.0 s, shorter than 3 × its mean E2E (5.5 s)" in w and "at least 9 s longer" in w
+               for w in rep.warnings)  # 8 s + 9 s >= 16.5 s
+
+
+def test_the_advice_for_a_short_last_step_is_enough_when_followed(tmp_path):
+    """The last step's window ends at its last request's start, not at the step's end: advice of
+    "at least warm-up + 3 × E2E s long" (here 4 + 15 = 19 s) came back when followed. The advice is
+    in seconds to add, so the same run with steps that much longer is not short any more."""
+    def run(step_s: float) -> list[str]:
+        rows = []
+        for u in range(8):  # 8 users, 5-s requests, the last ones starting 2.5 s before the end on average
+            t = 1000.0 + u * 5.0 / 8
+            while t + 5.0 <= 1000.0 + step_s + 5.0 * u / 8:
+                rows.append(req(t, 8, e2e=5000.0, ttft=100.0))
+                t += 5.0
+        rows.sort(key=lambda r: r["start_time"])
+        prefix = write_csv(tmp_path / f"last{step_s:g}_requests.csv", rows)
+        return [w for w in build_report(prefix, ReportOptions(warmup_s=4.0)).warnings if "shorter than" in w]
+
+    first = run(19.0)
+    assert len(first) == 1 and "at least" in first[0], first
+    more = int(first[0].split("at least ")[1].split(" s longer")[0])
+    assert run(19.0 + more) == []
 
 
 def test_rows_of_several_runs_are_refused_unless_one_is_picked(tmp_path):

@@ -1,0 +1,110 @@
+"""The master's wait for every worker's final data at stop (plugin/links.py), on a fake clock.
+
+A worker that Locust calls missing (no heartbeat for ~4 s: its loop held up or the process not
+scheduled on a loaded machine) but that spoke moments ago is still waited for; a worker silent
+since long before the stop (killed) is given up on after the short grace.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from locust.event import Events
+
+from llmload.plugin import links
+from llmload.plugin.links import GONE_AFTER_SILENT_S, MISSING_GRACE_S, MasterLink
+
+pytestmark = pytest.mark.unit
+
+
+class FakeClock:
+    """Time that passes only when the link sleeps; ``at`` runs a callback once its moment comes."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+        self._due: list[tuple[float, object]] = []
+
+    def __call__(self) -> float:
+        return self.t
+
+    def at(self, t: float, fn) -> None:
+        self._due.append((t, fn))
+
+    def sleep(self, s: float) -> None:
+        self.t += s
+        for item in [d for d in self._due if d[0] <= self.t]:
+            self._due.remove(item)
+            item[1]()
+
+
+class FakeRunner:
+    def __init__(self, workers: dict[str, str]) -> None:
+        self.environment = SimpleNamespace(events=Events())
+        self.clients = {cid: SimpleNamespace(state=state) for cid, state in workers.items()}
+        self.handlers: dict[str, object] = {}
+        self.sent: list[tuple[str, str | None]] = []
+
+    def register_message(self, name: str, fn, concurrent: bool = False) -> None:
+        self.handlers[name] = fn
+
+    def send_message(self, name: str, data, client_id: str | None = None) -> None:
+        self.sent.append((name, client_id))
+
+
+def master_link(workers: dict[str, str]) -> tuple[MasterLink, FakeRunner, FakeClock]:
+    runner, clock = FakeRunner(workers), FakeClock()
+    link = MasterLink(runner, lambda client_id, payload: None)
+    link.clock, link.sleep = clock, clock.sleep
+    link.start()
+    return link, runner, clock
+
+
+def final_from(runner: FakeRunner, client_id: str):
+    msg = SimpleNamespace(node_id=client_id, data={"final": True, "index": 1})
+    return lambda: runner.handlers["llmload_final"](environment=None, msg=msg)
+
+
+def test_a_missing_worker_that_spoke_just_now_is_waited_for():
+    link, runner, clock = master_link({"w0": "running", "w1": "running"})
+    clock.t += 3.0
+    link.heard("w1")  # its last rows came just before the stop; then its loop was held up
+    runner.clients["w1"].state = "missing"  # Locust's heartbeat count ran out meanwhile
+    final_from(runner, "w0")()
+    asked = clock.t
+    clock.at(asked + 6.0, final_from(runner, "w1"))  # 6 s late: past the old 2-s grace
+    link.collect_finals(stop_timeout=30.0)
+    assert ("llmload_stop", "w1") in runner.sent
+    assert link.finals == {"w0", "w1"} and link.lost() == []
+    assert clock.t - asked < 6.2  # went on as soon as it came
+
+
+def test_a_worker_silent_since_long_before_the_stop_is_given_up_on_after_the_grace():
+    link, runner, clock = master_link({"w0": "running", "w1": "running"})
+    clock.t += GONE_AFTER_SILENT_S  # w1 was killed at the start: nothing from it since
+    link.heard("w0")
+    runner.clients["w1"].state = "missing"
+    final_from(runner, "w0")()
+    asked = clock.t
+    link.collect_finals(stop_timeout=30.0)
+    assert MISSING_GRACE_S <= clock.t - asked < MISSING_GRACE_S + 0.2
+    assert [cid for _, cid, _ in link.lost()] == ["w1"]
+
+
+def test_a_missing_worker_is_given_up_on_once_silent_long_enough():
+    link, runner, clock = master_link({"w1": "missing"})
+    asked = clock.t  # heard at the start (start() counts as heard), never again
+    link.collect_finals(stop_timeout=30.0)
+    assert GONE_AFTER_SILENT_S <= clock.t - asked < GONE_AFTER_SILENT_S + 0.2
+    assert link.finals == set()
+
+
+def test_a_heartbeat_counts_as_a_sign_of_life():
+    link, runner, clock = master_link({"w1": "running"})
+    clock.t += 50.0
+    runner.environment.events.heartbeat_sent.fire(client_id="w1", timestamp=0.0)
+    assert link.last_heard["w1"] == clock.t
+    assert not link._gone("w1", clock.t + GONE_AFTER_SILENT_S - 1)
+    runner.clients["w1"].state = "missing"
+    assert link._gone("w1", clock.t + GONE_AFTER_SILENT_S)
+    assert links.MISSING_GRACE_S < GONE_AFTER_SILENT_S
