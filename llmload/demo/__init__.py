@@ -1,7 +1,7 @@
 """`llmload demo`: the whole chain on the embedded default, no GPU needed.
 
 Starts `llmload mock` (a 70B-on-2-GPUs profile) on a free port of 127.0.0.1, runs a headless
-Locust step load against it (about a minute), prints the LLM summary, then writes the capacity
+Locust step load against it (about 100 s), prints the LLM summary, then writes the capacity
 report (SLOs and prices below, as a launch review might set them) and prints its summary.
 Every process it starts is stopped when it ends, also on Ctrl-C.
 """
@@ -18,7 +18,8 @@ from llmload.mock.launch import start_mock_process, stop_mock_process
 
 DEMO_PROFILE = "llama3-70b-2xa100"
 DEMO_STEPS = "8,16,32,48,64"
-DEMO_STEP_SECONDS = 12
+DEMO_STEP_SECONDS = 20  # > 3 × the longest mean E2E (about 5 s at 64 users) + the 4-s warm-up: no warning
+DEMO_OUTPUT_TOKENS = 32
 DEMO_SLOS = ("ttft_p95_ms=1000", "tpot_p95_ms=90")
 DEMO_GPU_HOURLY_USD = 2.5
 DEMO_GPUS_PER_REPLICA = 2
@@ -36,7 +37,7 @@ def run_demo(out: str, profile: str = DEMO_PROFILE, steps: str = DEMO_STEPS,
     print(f"llmload demo: mock server ({profile}) at {url}", flush=True)
     locustfile = os.path.join(os.path.dirname(os.path.abspath(__file__)), "locustfile.py")
     cmd = [sys.executable, "-m", "locust", "-f", locustfile, "--headless", "--host", url, "--csv", prefix,
-           "--steps", steps, "--step-seconds", str(step_seconds), "--ignore-eos", "--output-tokens", "64",
+           "--steps", steps, "--step-seconds", str(step_seconds), "--ignore-eos", "--output-tokens", str(DEMO_OUTPUT_TOKENS),
            "--input-tokens", "200-400", "--stop-timeout", "15", "--only-summary"]
     print("llmload demo: " + " ".join(cmd[2:]), flush=True)
     t0 = time.monotonic()

@@ -7,9 +7,9 @@ from llmload import LLMUser, StepLoadShape
 class ChatUser(LLMUser):
     scenario = "chat"
     input_tokens = "200-400"
-    output_tokens = 64
+    output_tokens = 32
 
 
 class Steps(StepLoadShape):
     steps = (8, 16, 32, 48, 64)
-    step_seconds = 12
+    step_seconds = 20
