@@ -37,8 +37,9 @@ def run_demo(out: str, profile: str = DEMO_PROFILE, steps: str = DEMO_STEPS,
     print(f"llmload demo: mock server ({profile}) at {url}", flush=True)
     locustfile = os.path.join(os.path.dirname(os.path.abspath(__file__)), "locustfile.py")
     cmd = [sys.executable, "-m", "locust", "-f", locustfile, "--headless", "--host", url, "--csv", prefix,
-           "--steps", steps, "--step-seconds", str(step_seconds), "--ignore-eos", "--output-tokens", str(DEMO_OUTPUT_TOKENS),
-           "--input-tokens", "200-400", "--stop-timeout", "15", "--only-summary"]
+           "--steps", steps, "--step-seconds", str(step_seconds), "--ignore-eos",
+           "--output-tokens", str(DEMO_OUTPUT_TOKENS), "--input-tokens", "200-400", "--stop-timeout", "15",
+           "--only-summary"]
     print("llmload demo: " + " ".join(cmd[2:]), flush=True)
     t0 = time.monotonic()
     try:
