@@ -84,3 +84,13 @@ def replace_atomically(path: str, text: str) -> None:
         except OSError:
             pass
         raise
+
+
+def worker_own_prefix(own: str | None, master: str | None) -> str | None:
+    """Where a worker keeps its copy of its rows: its own ``--csv`` prefix, else the master's file
+    name in the worker's working directory. Never a path the master names: whoever speaks the
+    master's protocol must not pick where workers create files."""
+    if own:
+        return own
+    name = os.path.basename((master or "").rstrip("/\\")) if master else ""
+    return name if name and name not in (".", "..") else None

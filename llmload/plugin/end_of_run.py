@@ -175,7 +175,8 @@ def lost_note(lost: list[tuple[Any, str, int]], prefix: str | None) -> str:
     """Workers that vanished (SIGKILL, a host gone) with requests the master has no row for."""
     lines = []
     for index, client_id, n in lost:
-        where = f"{files.worker_path(prefix, index)} on its host" if prefix else "its own --csv file, if any"
+        where = (f"{files.worker_path(prefix, index)} on its host (in its working directory when it had no --csv)"
+                 if prefix else "its own --csv file, if any")
         lines.append(f"LOST WORKER {index} ({client_id}): no final data; {n} of its requests have no row here "
                      f"(in flight, or finished but not yet reported, when it vanished; the server saw them; "
                      f"{where} has those it finished before the last report)")

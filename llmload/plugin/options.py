@@ -50,6 +50,9 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                                                "e.g. api-key (Azure)")),
     ("--ca-bundle", dict(default="", help="CA certificates (PEM) to verify an https server with")),
     ("--insecure", dict(action="store_true", default=False, help="do not verify the https server's certificate")),
+    ("--allow-key-to-any-host", dict(action="store_true", default=False,
+                                     help="send the API key and secret headers to a host changed after launch (by "
+                                          "the web UI); by default they go only to the launch's --host")),
     ("--max-event-bytes", dict(default="", help="longest SSE line or event accepted (default 1048576); longer ends "
                                                 "the request as protocol_error")),
     ("--steps", dict(default="", help="step shape: user count of each step, e.g. 4,8,16,32 (locustfiles with a "

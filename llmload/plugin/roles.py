@@ -28,6 +28,7 @@ Usage (from :class:`llmload.plugin.wiring.LLMLoadPlugin`)::
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -371,6 +372,7 @@ class WorkerRole(Role):
         """Stop this worker and exit 1, keeping every row it has (run in a greenlet of its own)."""
         files = self.parts.files
         where = files.worker_path(self.worker_index)
+        where = os.path.abspath(where) if where else None  # the worker's own disk: say exactly where
         log.error("llmload: no heartbeat from the master for %.0f s (--master-lost-after): stopping this worker; "
                   "its rows are kept in %s", silence_s, where or "nothing (no --csv on the worker or the master)")
         self.env.process_exit_code = 1

@@ -216,10 +216,10 @@ class RunFiles:
     @property
     def keeps_worker_rows(self) -> bool:
         """A worker has a file for its own copy: a prefix (its own or the master's), no failure."""
-        return bool(self.prefix or self.master_prefix) and not self.error
+        return bool(files.worker_own_prefix(self.prefix, self.master_prefix)) and not self.error
 
     def worker_path(self, index: int) -> str | None:
-        prefix = self.prefix or self.master_prefix
+        prefix = files.worker_own_prefix(self.prefix, self.master_prefix)
         return files.worker_path(prefix, index) if prefix else None
 
     def write_worker_rows(self, rows: list, index: int) -> None:

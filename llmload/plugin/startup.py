@@ -18,6 +18,7 @@ Usage::
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -28,6 +29,10 @@ from locust.exception import StopUser
 
 from llmload.net.limits import check_fd_budget, raise_fd_limit
 from llmload.plugin.config import ConfigError, RunConfig, UserSetup, build_config
+from llmload.plugin.options import form_dests
+from llmload.plugin.web_form import FormGuard
+from llmload.transport.connection import ClientOptions
+from llmload.transport.credentials import CredentialBinding
 from llmload.transport.models import preflight
 
 log = logging.getLogger("llmload")
@@ -46,15 +51,22 @@ def server_address(environment: Any) -> str:
     return environment.host or next((h for h in hosts if h), "") or ""
 
 
-def checked_config(environment: Any, leads: bool, at_init: bool) -> RunConfig:
+def checked_config(environment: Any, leads: bool, at_init: bool,
+                   binding: CredentialBinding | None = None) -> RunConfig:
     """The run's configuration, checked; ``leads``: this process talks to the server before the
-    users do (the master or a local process; a worker takes its master's word)."""
+    users do (the master or a local process; a worker takes its master's word). With ``binding``,
+    the client's key and secret headers are held back from a host they are not bound to."""
     opts = environment.parsed_options
     unattended = bool(opts is not None and (opts.headless or opts.autostart))
     if at_init:
         raise_fd_limit()
     config = build_config(environment, require_host=leads and (unattended or not at_init))
     host = server_address(environment)
+    if binding is not None and host:
+        client, warning = binding.client_for(host, config.client)
+        if warning:
+            log.warning("llmload: %s", warning)
+            config = dataclasses.replace(config, client=client)
     if not leads or not host or config.faults.preflight == "off":
         return config
     problem = None
@@ -73,6 +85,12 @@ class ConfigGate:
     def __init__(self, environment: Any, leads: bool) -> None:
         self.env = environment
         self.leads = leads
+        opts = environment.parsed_options
+        # What the launch said: the web UI's start may change only its form's fields (web_form), and
+        # the key stays with the launch's host, or the first host of a web-UI session (credentials).
+        self._form = FormGuard(dict(vars(opts)), form_dests()) if opts is not None else None
+        self.binding = CredentialBinding(allow_any_host=bool(getattr(opts, "allow_key_to_any_host", False)))
+        self.binding.bind(server_address(environment))
         self._config: RunConfig | None = None
         self.error = ""
         """Why this test cannot run ('' when it can)."""
@@ -92,7 +110,7 @@ class ConfigGate:
     def check_at_init(self) -> None:
         """Fail once, before any user starts: one line, exit code 1."""
         try:
-            self._config = checked_config(self.env, self.leads, at_init=True)
+            self._config = checked_config(self.env, self.leads, at_init=True, binding=self.binding)
         except ConfigError as e:
             if not quiet_child():
                 sys.stderr.write(f"llmload: {e}\n")
@@ -102,8 +120,13 @@ class ConfigGate:
     def check_at_start(self) -> None:
         # The web UI's form or the master's options may have changed what init saw.
         self.error = ""
+        opts = self.env.parsed_options
+        if self.leads and self._form is not None and opts is not None:
+            for warning in self._form.restore(vars(opts)):
+                log.warning("llmload: %s", warning)
+        self.binding.bind(server_address(self.env))
         try:
-            self._config = checked_config(self.env, self.leads, at_init=False)
+            self._config = checked_config(self.env, self.leads, at_init=False, binding=self.binding)
         except ConfigError as e:
             self.fail(str(e))
 
@@ -113,6 +136,10 @@ class ConfigGate:
             log.error("llmload: %s; the test is stopped", message)
             if self.leads and self.env.runner is not None:
                 gevent.spawn(self.env.runner.stop)
+
+    def client_for(self, host: str, client: ClientOptions) -> ClientOptions:
+        """``client`` (with a user's scenario headers) as it may go to ``host``."""
+        return self.binding.client_for(host, client)[0] if host else client
 
     def setup_for(self, user_class: type) -> UserSetup:
         """A user class's setup; a user of a run that cannot start stops quietly (logged once)."""

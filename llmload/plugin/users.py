@@ -113,6 +113,7 @@ class LLMUser(User):
         if spec is not None and spec.headers:
             client = dataclasses.replace(client, headers=client.headers + spec.headers,
                                          secrets=client.secrets + spec.header_secrets)
+        client = plugin.client_for(self.host, client)  # the key only to the host it is bound to
         self._backoff = Backoff(plugin.config.faults.backoff, random.Random(self.seed() ^ 0x0BAC0FF))
         self.transport = make_transport(setup.transport, self.host, ENDPOINTS[endpoint], client)
         model = plugin.option("model") or (spec.model if spec and spec.model else None) or self.model \

@@ -138,6 +138,9 @@ class LLMLoadPlugin:
     def setup_for(self, user_class: type) -> UserSetup:
         return self.gate.setup_for(user_class)
 
+    def client_for(self, host: str, client: ClientOptions) -> ClientOptions:
+        return self.gate.client_for(host, client)
+
     @property
     def run_finished(self) -> bool:
         """No test is running here (none started yet, or the last one has ended)."""

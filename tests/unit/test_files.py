@@ -106,3 +106,10 @@ def test_a_calibration_must_be_a_small_regular_file(tmp_path, caplog):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     assert load_calibration(str(fifo)) is None  # returns at once: a FIFO is never opened
+
+
+def test_a_worker_never_writes_where_the_master_says():
+    assert files.worker_own_prefix("mine/run", "/etc/cron.d/x") == "mine/run"
+    assert files.worker_own_prefix(None, "/etc/cron.d/x") == "x"
+    assert files.worker_own_prefix(None, "../../up/runs/chat") == "chat"
+    assert files.worker_own_prefix(None, "..") is None and files.worker_own_prefix(None, None) is None
