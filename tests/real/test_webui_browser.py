@@ -138,3 +138,62 @@ def test_llm_tab_and_dashboard_in_chromium(mock_factory, tmp_path):
             locust.wait(15)
         except subprocess.TimeoutExpired:
             locust.kill()
+
+
+HOSTILE = "<img src=x onerror=window.__pwned=1>"
+
+
+def test_a_hostile_scenario_name_and_a_host_change_in_chromium(mock_factory, tmp_path):
+    """No script runs from a scenario name in the LLM tab or the dashboard, and a host typed into the
+    form receives no key (issue 19: rows 1 and 6)."""
+    import json
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    from tests.support import wire_server
+
+    mock = mock_factory("--profile", "fixed", "--ttft-ms", "20", "--itl-ms", "5")
+    log = tmp_path / "evil.jsonl"
+    evil, evil_url = wire_server.start_process(str(log))
+    scenario = tmp_path / "hostile.yaml"
+    scenario.write_text(f'workloads:\n  "{HOSTILE}":\n    input_tokens: 10\n    output_tokens: 5\n')
+    port = free_port()
+    key = "sk-browser-key-4242"
+    locust = subprocess.Popen(
+        [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfiles", "chat.py"), "--host", mock.url,
+         "--web-host", "127.0.0.1", "--web-port", str(port), "--scenario", str(scenario), "--no-server-metrics"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": ROOT, "LLMLOAD_API_KEY": key}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}/"
+    driver = None
+    try:
+        wait_for(lambda: urllib.request.urlopen(url, timeout=2).status == 200)
+        driver = browser(tmp_path)
+        driver.get(url)
+        users = wait_for(lambda: driver.find_element(By.CSS_SELECTOR, "input[name='userCount']"))
+        for name, value in (("userCount", "2"), ("spawnRate", "2"), ("host", evil_url)):
+            field = users if name == "userCount" else driver.find_element(By.CSS_SELECTOR, f"input[name='{name}']")
+            field.send_keys(Keys.CONTROL, "a")
+            field.send_keys(value)
+        driver.find_element(By.CSS_SELECTOR, "form button[type='submit']").click()
+        wait_for(lambda: log.exists() and len(log.read_text().splitlines()) >= 2, timeout=30)
+        tab = wait_for(lambda: [t for t in driver.find_elements(By.CSS_SELECTOR, "[role='tab']")
+                                if t.text.strip().upper() == "LLM"])
+        tab[0].click()
+        wait_for(lambda: HOSTILE in driver.find_element(By.TAG_NAME, "body").text, timeout=30)  # shown as text
+        assert driver.execute_script("return window.__pwned") is None
+        driver.get(url + "llmload/dashboard")
+        wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, "select option"), timeout=30)
+        assert HOSTILE in [o.text for o in driver.find_elements(By.CSS_SELECTOR, "select option")]
+        assert driver.execute_script("return window.__pwned") is None
+        assert not driver.find_elements(By.CSS_SELECTOR, "img[src='x']")
+    finally:
+        if driver is not None:
+            driver.quit()
+        locust.terminate()
+        _, err = locust.communicate(timeout=30)
+        evil.kill()
+    entries = [json.loads(line) for line in log.read_text().splitlines(keepends=True) if line.endswith("\n")]
+    assert entries and all(key not in json.dumps(e["headers"]) for e in entries), entries
+    assert "the host changed from" in err, err[-2000:]
