@@ -108,8 +108,9 @@ class WorkerLink:
     """A worker's side: ships deltas in each report, its user count on change, the final rows."""
 
     def __init__(self, runner: Any, take_payload: Callable[[], dict[str, Any]], on_stop_request: Callable[[], None],
-                 rows: list, on_shipped: Callable[[list], None] = lambda rows: None) -> None:
+                 rows: list, on_shipped: Callable[[list], None] = lambda rows: None, token: str = "") -> None:
         self.runner = runner
+        self.token = token  # --cluster-token: shown to the master with every payload
         self._take_payload = take_payload
         self.rows = rows  # the plugin's queue of rows not yet sent (the link only takes from its head)
         self._on_shipped = on_shipped  # the worker keeps what it sent on its own disk
@@ -158,7 +159,7 @@ class WorkerLink:
         while True:
             n = self.runner.user_count
             if n != last:
-                self.runner.send_message(USERS.name, USERS.payload(t=time.time(), n=n))
+                self.runner.send_message(USERS.name, USERS.payload(t=time.time(), n=n, token=self.token))
                 last = n
             gevent.sleep(USERS_SAMPLE_S)
 
@@ -168,7 +169,7 @@ class WorkerLink:
             gevent.sleep(ROWS_SHIP_S)
             while self.rows:
                 rows = self.rows[:ROWS_PER_MESSAGE]
-                self.runner.send_message(ROWS.name, ROWS.payload(rows=rows))
+                self.runner.send_message(ROWS.name, ROWS.payload(rows=rows, token=self.token))
                 del self.rows[:len(rows)]  # only once sent: a kill inside the send leaves them queued
                 self._on_shipped(rows)
                 let_io_run()
@@ -187,10 +188,13 @@ class MasterLink:
     announced requests have no row yet."""
 
     def __init__(self, runner: Any, ingest: Callable[[str, dict[str, Any]], None],
-                 run_info: Callable[[], dict[str, Any]] = dict) -> None:
+                 run_info: Callable[[], dict[str, Any]] = dict,
+                 admits: Callable[[str, Any], bool] = lambda client_id, payload: True) -> None:
         self.runner = runner
         self._ingest = ingest
         self._run_info = run_info
+        self._admits = admits  # --cluster-token: whether a worker's payload may be taken
+        self.refused: set[str] = set()  # workers whose payloads were refused: never waited for, never counted
         self.users = UserCounts()
         self.expected: set[str] = set()
         self.finals: set[str] = set()
@@ -215,7 +219,7 @@ class MasterLink:
         self.users.clear()
         self.unreported = {}
         self._counts = {}
-        self.expected = set(self.runner.clients.keys())
+        self.expected = set(self.runner.clients.keys()) - self.refused
         now = self.clock()
         self.last_heard = dict.fromkeys(self.expected, now)
 
@@ -225,8 +229,18 @@ class MasterLink:
     def _on_heartbeat(self, client_id: str, **_kw: Any) -> None:
         self.heard(client_id)
 
+    def admits(self, client_id: str, payload: Any) -> bool:
+        if client_id not in self.refused and self._admits(client_id, payload):
+            return True
+        self.refused.add(client_id)
+        self.expected.discard(client_id)
+        self.unreported.pop(client_id, None)
+        return False
+
     def _on_sent(self, environment: Any, msg: Any, **_kw: Any) -> None:
         self.heard(msg.node_id)
+        if msg.node_id in self.refused:
+            return
         self.unreported.setdefault(msg.node_id, set()).add(msg.data)
 
     def rows_arrived(self, client_id: str, rows: list) -> None:
@@ -242,13 +256,15 @@ class MasterLink:
     def _on_report(self, client_id: str, data: dict[str, Any]) -> None:
         self.heard(client_id)
         payload = data.get(REPORT_KEY)
-        if payload:
+        if payload and self.admits(client_id, payload):
             self.expected.add(client_id)
             self.index[client_id] = payload.get("index", "?")
             self._ingest(client_id, payload)
 
     def _on_users(self, environment: Any, msg: Any, **_kw: Any) -> None:
         self.heard(msg.node_id)
+        if not self.admits(msg.node_id, msg.data):
+            return
         t, n = float(msg.data["t"]), int(msg.data["n"])
         self.users.report(msg.node_id, t, n)
         if msg.node_id not in self._counts:  # a worker's first word in this run (also one that joined late)
@@ -265,11 +281,15 @@ class MasterLink:
 
     def _on_rows(self, environment: Any, msg: Any, **_kw: Any) -> None:
         self.heard(msg.node_id)
+        if not self.admits(msg.node_id, msg.data):
+            return
         self.expected.add(msg.node_id)
         self._ingest(msg.node_id, msg.data or {})
 
     def _on_final(self, environment: Any, msg: Any, **_kw: Any) -> None:
         self.heard(msg.node_id)
+        if not self.admits(msg.node_id, msg.data):
+            return
         self.expected.add(msg.node_id)
         self.index[msg.node_id] = (msg.data or {}).get("index", "?")
         self._ingest(msg.node_id, msg.data or {})

@@ -20,6 +20,7 @@ Usage::
 
 from __future__ import annotations
 
+import hmac
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,11 +50,11 @@ class MessageType:
         return values
 
 
-_STATS_FIELDS = ("rows", "stats", "in_flight", "health", "index", "version")
+_STATS_FIELDS = ("rows", "stats", "in_flight", "health", "index", "version", "token")
 
-USERS = MessageType("llmload_users", WORKER_TO_MASTER, ("t", "n"),
+USERS = MessageType("llmload_users", WORKER_TO_MASTER, ("t", "n", "token"),
                     "the worker's user count n at Unix time t, on every change (also its first word in a run)")
-ROWS = MessageType("llmload_rows", WORKER_TO_MASTER, ("rows",),
+ROWS = MessageType("llmload_rows", WORKER_TO_MASTER, ("rows", "token"),
                    "up to links.ROWS_PER_MESSAGE request rows, every links.ROWS_SHIP_S")
 SENT = MessageType("llmload_sent", WORKER_TO_MASTER, (),
                    "payload: one request id (a string), announced before its row is written")
@@ -75,6 +76,15 @@ TRACE_T0 = MessageType("llmload_trace_t0", MASTER_TO_WORKER, ("t0",),
 TABLE: tuple[MessageType, ...] = (USERS, ROWS, SENT, FINAL, TRACE_DONE, STOP, COUNTS, PROCESSES, RATE, TRACE_T0)
 REPORT_FIELDS = _STATS_FIELDS
 """The fields of the payload under :data:`REPORT_KEY`."""
+
+
+def token_ok(payload: Any, token: str) -> bool:
+    """Whether a worker's payload carries the master's ``--cluster-token`` (always, without one).
+    Every payload a worker sends but the request ids of SENT carries ``token``."""
+    if not token:
+        return True
+    given = payload.get("token") if isinstance(payload, dict) else None
+    return isinstance(given, str) and hmac.compare_digest(given.encode(), token.encode())
 
 
 def mismatch(payload: dict[str, Any]) -> str:

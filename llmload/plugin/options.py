@@ -100,6 +100,9 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--master-lost-after", dict(default="", help="workers: seconds without a heartbeat from the master before "
                                                   "a worker stops, keeps its rows on its own disk and exits "
                                                   "(default 20)")),
+    ("--cluster-token", dict(default="", help="master: take rows only from workers that present this token; "
+                                              "workers: present it (set it on every host, e.g. as "
+                                              "LLMLOAD_CLUSTER_TOKEN; never sent to workers by the master)")),
     ("--calibration", dict(default="", help="the JSON `llmload calibrate` wrote (default: ~/.cache/llmload/"
                                             "calibration.json when it is this host's); the client-limited verdict "
                                             "uses it")),

@@ -28,7 +28,6 @@ Usage (from :class:`llmload.plugin.wiring.LLMLoadPlugin`)::
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -41,8 +40,9 @@ from llmload.files import COL
 from llmload.net.turns import let_io_run
 from llmload.plugin import messages
 from llmload.plugin.config import ConfigError
-from llmload.plugin.end_of_run import end_of_run_text, format_summary
+from llmload.plugin.end_of_run import end_of_run_text
 from llmload.plugin.links import WORKER_REPORT_S, MasterLink, WorkerLink
+from llmload.plugin.membership import admits, cluster_token, refused_note, stop_without_master
 from llmload.plugin.messages import MASTER_TO_WORKER, WORKER_TO_MASTER, MessageType
 from llmload.plugin.run_parts import RunParts
 
@@ -163,6 +163,10 @@ class Role:
     def last_sample(self) -> None:
         """The history's last row, where this process samples its own health."""
 
+    def refused_workers(self) -> list[str]:
+        """Workers whose rows were refused (no --cluster-token): named in the summary."""
+        return []
+
     def finish_run(self, interval_s: float) -> None:
         """The final files and, unattended, the summary (master or local process)."""
         parts, files = self.parts, self.parts.files
@@ -181,6 +185,8 @@ class Role:
                 hit_ratios = {}
             print("\n" + end_of_run_text(table, hit_ratios, parts.history, parts.stop_reason, interval_s, lost,
                                          files.prefix, files.error, parts.clients.stall_notes()) + "\n", flush=True)
+            if refused := self.refused_workers():
+                print(refused_note(refused), flush=True)
             if files.requests is not None:
                 print(f"llmload: {files.requests.rows_written} request rows in {files.requests.path}", flush=True)
 
@@ -237,7 +243,9 @@ class MasterRole(Role):
 
     def __init__(self, parts: RunParts) -> None:
         super().__init__(parts)
-        self.link = MasterLink(self.runner, self._ingest, self._run_info)
+        token = cluster_token(parts)
+        self.link = MasterLink(self.runner, self._ingest, self._run_info,
+                               admits=lambda client_id, payload: self._admits(client_id, payload, token))
         self._refused: set[str] = set()
 
     def send(self, message: MessageType, data: Any) -> None:
@@ -259,6 +267,12 @@ class MasterRole(Role):
     def _run_info(self) -> dict[str, Any]:  # the master tells each worker how many share the load, its --csv
         return messages.PROCESSES.payload(n=self.processes, csv=self.parts.option("csv_prefix") or "",
                                           run_id=self.parts.run.run_id, version=messages.PROTOCOL_VERSION)
+
+    def _admits(self, client_id: str, payload: Any, token: str) -> bool:
+        return admits(client_id, payload, token, self.link.refused)
+
+    def refused_workers(self) -> list[str]:
+        return sorted(self.link.refused)
 
     def _ingest(self, client_id: str, payload: dict[str, Any]) -> None:
         """One worker's report, rows or final message."""
@@ -303,8 +317,9 @@ class WorkerRole(Role):
 
     def __init__(self, parts: RunParts) -> None:
         super().__init__(parts)
+        self.token = cluster_token(parts)
         self.link = WorkerLink(self.runner, self._take_payload, self.runner.stop, parts.pending_rows,
-                               on_shipped=self._keep_own_copy)
+                               on_shipped=self._keep_own_copy, token=self.token)
         self._processes = 1
         self._version_said = False
         self.handle(messages.PROCESSES, self._on_run_info)
@@ -337,7 +352,7 @@ class WorkerRole(Role):
         self._keep_own_copy(rows)
         return {"rows": rows, "stats": parts.stats.take_delta(), "in_flight": dict(parts.in_flight),
                 "health": parts.health.take(sum(parts.in_flight.values())), "index": self.worker_index,
-                "version": messages.PROTOCOL_VERSION}
+                "version": messages.PROTOCOL_VERSION, "token": self.token}
 
     def _keep_own_copy(self, rows: list[tuple]) -> None:
         """A worker keeps the rows it sends on its own disk (PREFIX_requests.workerN.csv), with the
@@ -370,21 +385,7 @@ class WorkerRole(Role):
 
     def master_lost(self, silence_s: float) -> None:
         """Stop this worker and exit 1, keeping every row it has (run in a greenlet of its own)."""
-        files = self.parts.files
-        where = files.worker_path(self.worker_index)
-        where = os.path.abspath(where) if where else None  # the worker's own disk: say exactly where
-        log.error("llmload: no heartbeat from the master for %.0f s (--master-lost-after): stopping this worker; "
-                  "its rows are kept in %s", silence_s, where or "nothing (no --csv on the worker or the master)")
-        self.env.process_exit_code = 1
-        self.runner.stop()  # users stop, in-flight ones are recorded as cancelled; test_stop writes what is left
-        table = self.parts.stats.rows()
-        if table:
-            print("\n" + format_summary(table), flush=True)
-        written = files.requests.rows_written if files.requests is not None else 0
-        print(f"llmload: master lost; this worker kept {written} request rows in {where or '(no file)'}; merge the "
-              f"workers' files with `llmload report FILE [FILE ...]`", flush=True)
-        files.close()
-        self.runner.quit()
+        stop_without_master(self.parts, self.env, self.runner, self.worker_index, silence_s)
 
 
 def make_role(parts: RunParts) -> Role:

@@ -135,7 +135,7 @@ def test_every_llmload_string_in_the_plugin_is_a_declared_message_used_through_t
 
 
 def test_a_payload_has_exactly_the_declared_fields():
-    assert messages.USERS.payload(t=1.0, n=2) == {"t": 1.0, "n": 2}
+    assert messages.USERS.payload(t=1.0, n=2, token="") == {"t": 1.0, "n": 2, "token": ""}
     with pytest.raises(ValueError, match="llmload_users: payload fields"):
         messages.USERS.payload(t=1.0, count=2)
 
