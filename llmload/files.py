@@ -94,3 +94,10 @@ def worker_own_prefix(own: str | None, master: str | None) -> str | None:
         return own
     name = os.path.basename((master or "").rstrip("/\\")) if master else ""
     return name if name and name not in (".", "..") else None
+
+
+def of_run(file_path: str, run_id: str) -> str:
+    """An earlier test's copy of a per-test file in a session of several: ``runs/chat_run.json`` →
+    ``runs/chat_run.<run_id>.json`` (the usual name always holds the latest test's)."""
+    stem, dot, ext = file_path.rpartition(".")
+    return f"{stem}.{run_id}.{ext}" if dot else f"{file_path}.{run_id}"

@@ -41,6 +41,7 @@ from llmload.net.turns import let_io_run
 from llmload.plugin import messages
 from llmload.plugin.config import ConfigError
 from llmload.plugin.end_of_run import end_of_run_text
+from llmload.plugin.isolated import run_each
 from llmload.plugin.links import WORKER_REPORT_S, MasterLink, WorkerLink
 from llmload.plugin.membership import admits, cluster_token, refused_note, stop_without_master
 from llmload.plugin.messages import MASTER_TO_WORKER, WORKER_TO_MASTER, MessageType
@@ -87,7 +88,6 @@ class Role:
         if listener is not None:
             listener[0](environment=self.env, msg=Message(message.name, data, node_id))
 
-    # -- what the rest of the plugin asks --------------------------------------------------------
     @property
     def worker_index(self) -> int:
         return int(getattr(self.runner, "worker_index", 0) or 0)
@@ -163,32 +163,34 @@ class Role:
     def last_sample(self) -> None:
         """The history's last row, where this process samples its own health."""
 
-    def refused_workers(self) -> list[str]:
-        """Workers whose rows were refused (no --cluster-token): named in the summary."""
+    def refused_workers(self) -> list[str]:  # workers refused for want of the --cluster-token
         return []
 
     def finish_run(self, interval_s: float) -> None:
         """The final files and, unattended, the summary (master or local process)."""
-        parts, files = self.parts, self.parts.files
-        self.flush_queued()
-        table = parts.stats.rows()
-        parts.health.stop()
-        self.last_sample()
-        files.finish(table, time.time())
-        lost = self.lost()
-        if lost and self.env.process_exit_code is None:
-            self.env.process_exit_code = 1  # rows the server saw are missing here: not a clean run
-        if table and (parts.option("headless") or parts.option("autostart")):  # unattended: say how it went
+        parts, files, table = self.parts, self.parts.files, []
+
+        def summary() -> None:
+            lost = self.lost()
+            if lost and self.env.process_exit_code is None:
+                self.env.process_exit_code = 1  # rows the server saw are missing here: not a clean run
+            if not table or not (parts.option("headless") or parts.option("autostart")):
+                return  # unattended runs say how it went
             try:
                 hit_ratios = parts.config.expected_hit_ratios()
             except ConfigError:
                 hit_ratios = {}
             print("\n" + end_of_run_text(table, hit_ratios, parts.history, parts.stop_reason, interval_s, lost,
-                                         files.prefix, files.error, parts.clients.stall_notes()) + "\n", flush=True)
-            if refused := self.refused_workers():
-                print(refused_note(refused), flush=True)
+                                         files.prefix, files.error, parts.clients.stall_notes(),
+                                         refused_note(self.refused_workers())) + "\n", flush=True)
             if files.requests is not None:
                 print(f"llmload: {files.requests.rows_written} request rows in {files.requests.path}", flush=True)
+
+        run_each("the end of the run", (
+            ("the rows still queued", self.flush_queued), ("the stats table", lambda: table.extend(parts.stats.rows())),
+            ("the client health", parts.health.stop), ("the history's last row", self.last_sample),
+            ("PREFIX_llm_stats.csv", lambda: files.write_llm_stats(table)), ("the history file", files.close_history),
+            ("PREFIX_run.json's end", lambda: files.run.finish(time.time())), ("the summary", summary)))
 
 
 class LocalRole(Role):

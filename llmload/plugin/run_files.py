@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import IO, Any
@@ -34,6 +35,8 @@ from llmload import files
 from llmload.metrics import catalog
 from llmload.metrics.record import CSV_COLUMNS
 from llmload.plugin.run_manifest import RunIdentity
+
+log = logging.getLogger("llmload")
 
 
 class OutputError(Exception):
@@ -185,12 +188,29 @@ class RunFiles:
         """At a test start: the prefix, PREFIX_requests.csv opened (kept open across tests), a new
         run id and PREFIX_run.json (not on a worker: its master's id arrives)."""
         self.prefix = prefix or None
+        if self.prefix and writes_requests and self.run.run_id:
+            self.keep_earlier_test(self.prefix, self.run.run_id)
         if self.prefix and writes_requests and self.requests is None and not self.error:
             try:
                 self.requests = RequestsCsv(files.path(self.prefix, files.REQUESTS))
             except OutputError as e:
                 self.failed(e)
         self.run.start(environment, config, prefix, role)
+
+    @staticmethod
+    def keep_earlier_test(prefix: str, run_id: str) -> None:
+        """A second test in one web-UI session: the first one's manifest, history and stats move to
+        names with its run id (``PREFIX_run.<id>.json``), where ``llmload report --run-id`` finds them;
+        the requests CSV holds every test's rows already."""
+        for suffix in (files.MANIFEST, files.HISTORY, files.LLM_STATS):
+            current = files.path(prefix, suffix)
+            try:
+                os.replace(current, files.of_run(current, run_id))
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                log.error("llmload: cannot keep %s of the earlier test as %s: %s", current, files.of_run(current,
+                          run_id), e)
 
     def finish(self, table: list[dict[str, Any]], end: float) -> None:
         """At the end of a test: PREFIX_llm_stats.csv, the history file closed, PREFIX_run.json's end."""

@@ -44,6 +44,7 @@ from llmload.metrics.slo import task_limit_s
 from llmload.metrics.stats import LLMStats
 from llmload.plugin import messages
 from llmload.plugin.config import RunConfig, UserSetup
+from llmload.plugin.isolated import run_each
 from llmload.plugin.live import LiveHistory, LiveWindow
 from llmload.plugin.options import add_arguments, option
 from llmload.plugin.roles import make_role
@@ -247,22 +248,31 @@ class LLMLoadPlugin:
         self.stats.clear()
         self.pending_rows.clear()  # the worker link holds this very list
         prefix = self.option("csv_prefix")
-        self.files.start(environment, self.config, prefix, role.name, writes_requests=role.leads)
         self.live = LiveWindow()
         self.history = LiveHistory()
         self.stop_reason = ""
         self.clients = ClientView()
-        if role.generates_load:
+        run_each("the start of the test", (
+            ("the run's files", lambda: self.files.start(environment, self.config, prefix, role.name,
+                                                          writes_requests=role.leads)),
+            ("the client health", self._start_health),
+            ("the server-metrics scraper", lambda: self._start_scraper(prefix)),
+            ("the role", role.start)))
+
+    def _start_health(self) -> None:
+        if self.role.generates_load:
             self.health.calibration = load_calibration(self.option("calibration"))
             self.health.start()
-        if role.leads:
-            role.spawn(self._sample_history_forever)
-            if self.scraper is not None:
-                self.scraper.stop()
-            checked = self.gate.checked
-            self.scraper = None if self.gate.error or checked is None else start_scraper(
-                checked.server_metrics, self.env.host, prefix)
-        role.start()
+
+    def _start_scraper(self, prefix: str | None) -> None:
+        if not self.role.leads:
+            return
+        self.role.spawn(self._sample_history_forever)
+        if self.scraper is not None:
+            self.scraper.stop()
+        checked = self.gate.checked
+        self.scraper = None if self.gate.error or checked is None else start_scraper(
+            checked.server_metrics, self.env.host, prefix)
 
     def _on_test_stop(self, environment: Environment, **_kw: Any) -> None:
         self.shared.stop()
@@ -272,10 +282,11 @@ class LLMLoadPlugin:
     def _finish_run(self) -> None:
         if not self._finished_run:
             self._finished_run = True
-            self.role.stop_background()
-            if self.scraper is not None:
-                self.scraper.stop()
-            self.role.finish_run(HISTORY_INTERVAL_S)
+            scraper = self.scraper
+            run_each("the end of the run", (
+                ("the background loops", self.role.stop_background),
+                ("the server-metrics scraper", lambda: scraper is not None and scraper.stop()),
+                ("the run's files and summary", lambda: self.role.finish_run(HISTORY_INTERVAL_S))))
 
     def _on_quitting(self, environment: Environment, **_kw: Any) -> None:
         self.role.quitting()

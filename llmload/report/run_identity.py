@@ -25,6 +25,8 @@ def manifest_path(prefix: str) -> str:
 def read_manifest(prefix: str, run_id: str | None) -> tuple[dict[str, Any] | None, list[str]]:
     """The manifest when it is of the rows' run; else None and, when one is there, why not used."""
     path = manifest_path(prefix)
+    if run_id and os.path.exists(files.of_run(path, run_id)):  # an earlier test of a web-UI session
+        path = files.of_run(path, run_id)
     if not os.path.exists(path):
         return None, ([f"{path}: missing; the run's identity (versions, command line, server) is unknown"]
                       if run_id else [])

@@ -1,0 +1,32 @@
+"""Every ending writes every file: a step of a run's start or end that fails is named in one line and
+the others still run (issue 19, row 8)."""
+
+from __future__ import annotations
+
+from llmload.plugin.isolated import run_each
+from tests.support.locust_runs import CHAT, load_rows, run_locust
+
+
+def test_run_each_names_the_failed_step_and_runs_the_rest(caplog):
+    done = []
+
+    def boom() -> None:
+        raise OSError(28, "No space left on device")
+
+    failed = run_each("the end of the run", [("a", lambda: done.append("a")), ("the manifest", boom),
+                                             ("b", lambda: done.append("b"))])
+    assert failed == ["the manifest"] and done == ["a", "b"]
+    assert "the end of the run: the manifest failed (OSError: [Errno 28] No space left on device)" in caplog.text
+
+
+def test_a_manifest_that_cannot_be_written_costs_nothing_else(mock_factory, tmp_path):
+    mock = mock_factory("--profile", "fixed", "--ttft-ms", "20", "--itl-ms", "5")
+    prefix = tmp_path / "run"
+    (tmp_path / "run_run.json").mkdir()  # PREFIX_run.json cannot be written, at the start nor at the end
+    res = run_locust(["-f", CHAT, "--host", mock.url, "--headless", "-u", "2", "-r", "2", "-t", "3s", "--csv",
+                      str(prefix), "--output-tokens", "10", "--input-tokens", "20", "--stop-timeout", "5"], tmp_path)
+    assert "the start of the test: the run's files failed" in res.stderr, res.stderr[-3000:]
+    assert "the end of the run: PREFIX_run.json's end failed" in res.stderr or "run_run.json" in res.stderr
+    assert len(load_rows(prefix)) > 0
+    assert (tmp_path / "run_llm_stats.csv").exists() and (tmp_path / "run_llm_history.csv").exists()
+    assert "LLM summary" in res.stdout
