@@ -4,7 +4,7 @@ The tables are generated between marker lines in the Markdown; the prose around 
 by hand. Sources: the Locust plugin's option table (``llmload.plugin.options.OPTIONS``), the
 ``llmload`` command's parser (``llmload.cli.build_parser``) and the request CSV's columns
 (``llmload.metrics.record.CSV_COLUMNS``, each explained in ``COLUMN_MEANINGS`` below: a new column
-without a meaning here fails ``--check``).
+without a meaning here fails ``--check``) and the history CSV's (``llmload.plugin.run_files.HISTORY_COLUMNS``).
 
 Usage::
 
@@ -25,6 +25,7 @@ sys.path.insert(0, ROOT)
 from llmload.cli import build_parser  # noqa: E402
 from llmload.metrics.record import CSV_COLUMNS  # noqa: E402
 from llmload.plugin.options import OPTIONS, env_var  # noqa: E402
+from llmload.plugin.run_files import HISTORY_COLUMNS  # noqa: E402
 
 # What each column of PREFIX_requests.csv holds (docs/files.md). Keep in CSV_COLUMNS order.
 COLUMN_MEANINGS = {
@@ -64,7 +65,7 @@ PAGES = {"options": os.path.join(ROOT, "docs", "options.md"), "files": os.path.j
 
 
 def cell(text: str) -> str:
-    """Text that stays one Markdown table cell."""
+    """Text that stays one Markdown table cell (a pipe inside a code span does not split it)."""
     return text.replace("|", "\\|").replace("\n", " ")
 
 
@@ -93,7 +94,7 @@ def subcommand_table(parser: argparse.ArgumentParser) -> str:
         default = action.default
         shown = "" if default in (None, "", [], False, argparse.SUPPRESS) else f"`{default}`"
         help_text = action.help or ("engine parameter: overrides the profile's" if action.option_strings else "")
-        lines.append(f"| `{cell(name)}` | {shown} | {cell(help_text)} |")
+        lines.append(f"| `{name}` | {shown} | {cell(help_text)} |")
     return "\n".join(lines)
 
 
@@ -112,9 +113,13 @@ def columns_table() -> str:
     return "\n".join(lines)
 
 
+def history_columns() -> str:
+    return "`" + ",".join(HISTORY_COLUMNS) + "`"
+
+
 def tables() -> dict[str, dict[str, str]]:
     return {"options": {"plugin-options": plugin_table(), **command_tables()},
-            "files": {"requests-columns": columns_table()}}
+            "files": {"requests-columns": columns_table(), "history-columns": history_columns()}}
 
 
 def filled(text: str, name: str, table: str, page: str) -> str:
