@@ -40,8 +40,10 @@ llama-server: venv
 test: lint docs browser-deps llama-server
 	$(PY) -m pytest -q
 
-# The site from docs/ (mkdocs.yml); --strict turns a broken link or a page missing from the nav into an error.
+# The site from docs/ (mkdocs.yml); --strict turns a broken link or anchor, or a page missing from the nav,
+# into an error. The tables the code owns (options, CSV columns) are checked first: scripts/doc_tables.py.
 docs: venv
+	$(PY) scripts/doc_tables.py --check
 	$(VENV)/bin/mkdocs build --strict -d site
 
 # The unit tests alone (pure logic, no processes): under a minute, for after every change.
