@@ -60,4 +60,4 @@ bench: venv
 	$(PY) benchmarks/report_scale.py
 
 clean:
-	rm -rf $(VENV) reports/demo site .pytest_cache .ruff_cache
+	rm -rf $(VENV) reports/demo .pytest_cache .ruff_cache
