@@ -1,7 +1,8 @@
 """Write the tables of docs/ that the code owns, so the pages cannot drift from it.
 
 The tables are generated between marker lines in the Markdown; the prose around them is written
-by hand. Sources: the Locust plugin's option table (``llmload.plugin.options.OPTIONS``), the
+by hand. Sources: the package arrows (``MAY_IMPORT`` in ``tests/unit/test_structure.py``, read as
+text, not imported), the Locust plugin's option table (``llmload.plugin.options.OPTIONS``), the
 ``llmload`` command's parser (``llmload.cli.build_parser``) and the request CSV's columns
 (``llmload.metrics.record.CSV_COLUMNS``, each explained in ``COLUMN_MEANINGS`` below: a new column
 without a meaning here fails ``--check``) and the history CSV's (``llmload.plugin.run_files.HISTORY_COLUMNS``).
@@ -15,6 +16,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import re
 import sys
@@ -61,7 +63,8 @@ COLUMN_MEANINGS = {
     "backoff_ms": "how long the user waited after this request (429, 503 or an unreachable server)",
 }
 
-PAGES = {"options": os.path.join(ROOT, "docs", "options.md"), "files": os.path.join(ROOT, "docs", "files.md")}
+PAGES = {name: os.path.join(ROOT, "docs", f"{name}.md") for name in ("options", "files", "architecture")}
+STRUCTURE_TEST = os.path.join(ROOT, "tests", "unit", "test_structure.py")
 
 
 def cell(text: str) -> str:
@@ -117,9 +120,33 @@ def history_columns() -> str:
     return "`" + ",".join(HISTORY_COLUMNS) + "`"
 
 
+def may_import() -> dict[str, set[str]]:
+    """``MAY_IMPORT`` of the structure test, the one truth about the package arrows."""
+    with open(STRUCTURE_TEST, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign | ast.Assign):
+            targets = [node.target] if isinstance(node, ast.AnnAssign) else node.targets
+            if any(isinstance(t, ast.Name) and t.id == "MAY_IMPORT" for t in targets):
+                return ast.literal_eval(node.value)
+    raise SystemExit(f"{os.path.relpath(STRUCTURE_TEST, ROOT)}: no MAY_IMPORT table; the arrows table needs it")
+
+
+def arrows_table() -> str:
+    def name(pkg: str) -> str:
+        return "`llmload` (`__init__`)" if pkg == "__init__" else f"`{pkg}`"
+
+    lines = ["| package | may import of llmload |", "|---|---|"]
+    for pkg, allowed in may_import().items():
+        shown = ", ".join(name(a) for a in sorted(allowed, key=lambda a: (a == "__init__", a))) or "nothing"
+        lines.append(f"| {name(pkg)} | {shown} |")
+    return "\n".join(lines)
+
+
 def tables() -> dict[str, dict[str, str]]:
     return {"options": {"plugin-options": plugin_table(), **command_tables()},
-            "files": {"requests-columns": columns_table(), "history-columns": history_columns()}}
+            "files": {"requests-columns": columns_table(), "history-columns": history_columns()},
+            "architecture": {"package-arrows": arrows_table()}}
 
 
 def filled(text: str, name: str, table: str, page: str) -> str:
