@@ -4,12 +4,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-fast lint demo bench clean browser-deps llama-server
+.PHONY: venv test test-fast lint docs demo bench clean browser-deps llama-server
 
 $(STAMP): pyproject.toml setup.py llmload-locust-help.pth
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,docs]'
 	@# an editable install leaves out the .pth that lists llmload's options in `locust --help`
 	$(PY) -c "import shutil, sysconfig; shutil.copy('llmload-locust-help.pth', sysconfig.get_paths()['purelib'])"
 	touch $(STAMP)
@@ -37,8 +37,14 @@ llama-server: venv
 	fi
 	$(PY) scripts/llama_server.py build
 
-test: lint browser-deps llama-server
+test: lint docs browser-deps llama-server
 	$(PY) -m pytest -q
+
+# The site from docs/ (mkdocs.yml); --strict turns a broken link or anchor, or a page missing from the nav,
+# into an error. The tables the code owns (options, CSV columns) are checked first: scripts/doc_tables.py.
+docs: venv
+	$(PY) scripts/doc_tables.py --check
+	$(VENV)/bin/mkdocs build --strict -d site
 
 # The unit tests alone (pure logic, no processes): under a minute, for after every change.
 test-fast: venv

@@ -2,7 +2,7 @@
 
 Runs `llmload mock --profile qwen2.5-3b-a800` on CPU 0 and, from CPU 1, N closed-loop users
 (8 different 512-word prompts, 128 output tokens with ignore_eos, 200 ms between a user's
-requests, as in tests/test_mock_engine.py's virtual-clock version) for each concurrency of the
+requests, as in tests/unit/test_mock_engine.py's virtual-clock version) for each concurrency of the
 table; prints measured vs table and the deviation (the target is within 15 %).
 
     python benchmarks/a800_table.py [--requests-per-user 6]

@@ -3,7 +3,7 @@
 The mock (fixed profile: first token after 200 ms, one token every 20 ms, 128 output tokens, 512
 prompt tokens; `--log-tokens`) runs pinned to CPU 0, Locust pinned to CPU 1 with llmload's
 defaults (fast transport, `--csv`, Locust's own stats printer). While it runs, the Locust process's
-CPU time is sampled every 0.25 s (llmload/locust_run.py); the mock's per-token log says how many
+CPU time is sampled every 0.25 s (llmload/calibrate/locust_run.py); the mock's per-token log says how many
 tokens left in any interval (both are CLOCK_MONOTONIC). It prints, per user count:
 
 * start-up: process start until every user has finished its first request and a second more
@@ -12,7 +12,7 @@ tokens left in any interval (both are CLOCK_MONOTONIC). It prints, per user coun
 * steady state: from then until one second before the run time ends: tokens/s, streams actually
   in flight, tokens per client CPU-second;
 * whole run (start-up and stop included): tokens per client CPU-second (CPU from wait4);
-* accuracy against the mock's log (llmload/groundtruth.py): TTFT error and `itl_max_ms` error;
+* accuracy against the mock's log (llmload/calibrate/groundtruth.py): TTFT error and `itl_max_ms` error;
 * the client's event-loop stalls over 2 ms in the steady state (its PREFIX_llm_history.csv) and
   over the whole run (the summary's `client:` line), with the load average at the start and the end:
   other work on the machine makes every figure noisy.

@@ -1,6 +1,6 @@
 """One request's outcome: the status taxonomy and the metric definitions. Pure, no I/O.
 
-Definitions (README "Metric definitions" says the same; t0 = just before the request is
+Definitions (docs/metrics.md says the same; t0 = just before the request is
 written, all times from ``time.perf_counter()``):
 
 * TTFT: t0 → first event carrying generated output (content, reasoning, tool calls, text);

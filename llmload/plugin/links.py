@@ -7,7 +7,7 @@ Workers send their rows in small messages (``llmload_rows``, ``ROWS_PER_MESSAGE`
 streams), put the rest with the stats and health into Locust's 3-second ``report_to_master``
 payload (key ``llmload``), and report their own user count on every change (``llmload_users``).
 
-Not losing rows at stop (../shared/HOTPATH.md): after ``-t`` expires the master stops listening
+Not losing rows at stop (docs/architecture.md#not-losing-rows-at-stop): after ``-t`` expires the master stops listening
 0.5 s after it tells workers to quit, while they may still be finishing streams. So the master, in
 its ``test_stop``, asks every worker that has not yet sent its final data to stop
 (``llmload_stop``); a worker's ``test_stop`` (its users are done then) sends ``llmload_final``

@@ -140,7 +140,7 @@ class LLMUser(User):
                     self._cap = shared.semaphore(("in_flight", spec.name), spec.arrival.max_in_flight)
         try:
             # Open the connection now: a first wave of users that connects inside its first
-            # request measures TCP setup as TTFT (../shared/HOTPATH.md).
+            # request measures TCP setup as TTFT (docs/architecture.md#the-hot-path).
             self.transport.connect()
         except OSError:
             pass  # recorded as connect_error by the first request

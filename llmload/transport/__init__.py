@@ -1,7 +1,7 @@
 """Streaming a request over HTTP and timing every event.
 
 Both transports take a request body and return a :class:`~llmload.metrics.record.RequestRecord`; for
-the same stream they produce the same record (tests/test_transport.py holds them to it).
+the same stream they produce the same record (tests/e2e/test_transport.py holds them to it).
 
 * :mod:`.fast` (``FastTransport``, the default): own HTTP/1.1 framing over one keep-alive
   connection per user; :mod:`.reader` reads every stream of the process in one epoll set with

@@ -1,6 +1,6 @@
 """The fast transport: one keep-alive connection per user, streams read by the process's one reader.
 
-Timing rules from ../shared/HOTPATH.md: nothing that can yield sits between t0 and the write (the
+Timing rules (docs/architecture.md#the-hot-path): nothing that can yield sits between t0 and the write (the
 connection, through a proxy and TLS if any, is checked and opened before t0), and every response is
 read to the end of the HTTP message so the connection is reused instead of reconnecting inside the
 next request's TTFT. TLS connections use the same parsing, read from the user greenlet, stamped on

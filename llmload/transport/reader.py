@@ -1,7 +1,7 @@
 """The process's one reader of every open stream's socket, and the one timeout checker.
 
 One reader instead of a read loop per greenlet, and no timer armed per read, are what
-../shared/HOTPATH.md measured as the big wins: libev watches one epoll descriptor, and each
+was measured as the big wins (docs/architecture.md#the-hot-path): libev watches one epoll descriptor, and each
 wake-up reads every ready socket once in one Python call.
 
 Paced passes: at most one pass per ``PACE_S``. With 1,024 streams a token arrives every ~20 µs,

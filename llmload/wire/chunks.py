@@ -7,7 +7,7 @@ Responses API's events (``response.output_text.delta``, ``response.reasoning_tex
 
 ``classify`` decides the common case, a content delta with no finish reason, from the bytes alone
 (no ``json.loads``): that is most chunks of every stream, and skipping the parse saves ~17 % of the
-client's CPU per token (../shared/HOTPATH.md). The byte test is structural: quotes inside JSON
+client's CPU per token (docs/architecture.md#the-hot-path). The byte test is structural: quotes inside JSON
 strings are escaped, so a key such as ``"usage":{`` can only match a key. It requires one choice
 (one ``"delta"``), non-empty content, ``"finish_reason":null``, no usage object, no ``"error"`` and
 a closing ``}``; anything else is parsed. A broken event that still has every marker and ends in

@@ -123,7 +123,7 @@ def image_part(width: int, height: int, fmt: str = "png", seed: int = 0, detail:
 
     A fresh dict each call around a cached URL string: about a microsecond once the URL is
     cached; the first call for a (size, format, seed) pays generation and encoding (see
-    ``tests/test_images.py::test_cost`` for the numbers measured on this machine).
+    ``tests/unit/test_images.py::test_cost_of_a_request_part`` for the numbers measured on this machine).
     """
     inner = {"url": image_url(width, height, fmt, seed)}
     if detail is not None:

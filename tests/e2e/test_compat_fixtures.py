@@ -1,19 +1,19 @@
 """Both transports on real servers' stream bytes, replayed over TCP with realistic splits.
 
 Each fixture in tests/fixtures/streams is a complete HTTP/1.1 response as one server frames it
-(SOURCES.md says where each comes from); tests/replay_server.py sends it in its own process, cut
+(SOURCES.md says where each comes from); tests/support/replay_server.py sends it in its own process, cut
 into writes by a plan (as framed, one SSE event per write, awkward splits, coalesced writes), and
 logs when each event's last byte was written. For every fixture × plan × transport the record must
-match expected.json (written by hand from the bytes by the README's metric definitions); TTFT,
-TTFT visible and E2E must be the moment the server wrote the expected event (within 2 ms for the
+match expected.json (written by hand from the bytes by the metric definitions of
+docs/metrics.md); TTFT, TTFT visible and E2E must be the moment the server wrote the expected event (within 2 ms for the
 fast transport, 4 ms for the SDK path; a timing is re-measured at most twice because pauses of
 this process can land in one measurement); and the two transports must agree with each other (the openai SDK cannot
-see ``[DONE]``, which README documents).
+see ``[DONE]``, which docs/metrics.md documents).
 
 Usage::
 
-    .venv/bin/python -m pytest -q tests/test_compat_fixtures.py
-    .venv/bin/python -m pytest -q tests/test_compat_fixtures.py -k "tgi and split"
+    .venv/bin/python -m pytest -q tests/e2e/test_compat_fixtures.py
+    .venv/bin/python -m pytest -q tests/e2e/test_compat_fixtures.py -k "tgi and split"
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hostile and odd wires: a local server sends exact bytes (tests/wire_server.py), both transports
+"""Hostile and odd wires: a local server sends exact bytes (tests/support/wire_server.py), both transports
 must give the record the metric definitions say, within bounded memory and time."""
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ try:
     from tests.support.llamacpp import llama_server_fixture, tiny_model_fixture  # noqa: F401  (the fixtures)
 except ModuleNotFoundError as e:  # the harness lives on the llamacpp branch until the lead merges it
     pytest.skip(f"no llama.cpp harness in this tree (tests/llamacpp.py: {e}); the recorded llama.cpp /metrics "
-                "are tested in tests/test_server_series.py", allow_module_level=True)
+                "are tested in tests/unit/test_server_series.py", allow_module_level=True)
 
 
 def counters(url: str) -> dict[str, float]:

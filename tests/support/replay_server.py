@@ -21,7 +21,7 @@ process on the machine, so a client can hold its own timings to these.
 
 Usage::
 
-    python tests/replay_server.py --fixtures tests/fixtures/streams --log /tmp/replay.jsonl
+    python -m tests.support.replay_server --fixtures tests/fixtures/streams --log /tmp/replay.jsonl
     # prints "replay listening on http://127.0.0.1:PORT", then serves until killed or --lifetime-s
 
     curl -N -H 'X-Replay-Fixture: vllm_chat_usage' -H 'X-Replay-Plan: split' \\

@@ -144,7 +144,7 @@ def test_f_one_capacity_step_gives_every_number(tmp_path):
 
 
 def test_a_thin_top_step_is_never_capacity_nor_priced(tmp_path):
-    """The README's recipe without a stop timeout: the last step (64 users) kept 2 ok requests in
+    """The ladder recipe (docs/report.md) without a stop timeout: the last step (64 users) kept 2 ok requests in
     its window, the rest cancelled. It has no verdict; capacity is 8 users, priced at 8 req/s, and
     the console line says why 64 is not it."""
     rows = ladder([(8, 60)])
