@@ -135,6 +135,12 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    from llmload.sweep.command import SweepSettings, run_sweep
+
+    return run_sweep(SweepSettings(plan_path=args.plan, out=args.out, resume=args.resume, dry_run=args.dry_run))
+
+
 def _positive_number(text: str) -> float:
     try:
         value = float(text)
@@ -241,6 +247,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--step-seconds", type=_positive_seconds, default=DEMO_STEP_SECONDS,
                       help=f"seconds per step (default {DEMO_STEP_SECONDS})")
     demo.set_defaults(func=_demo)
+
+    sweep = sub.add_parser("sweep", help="run a plan of deployments × params × workloads: the cheapest deployment "
+                           "meeting the SLOs, its Pareto frontier (md, html, json)")
+    sweep.add_argument("plan", help="the plan file (YAML; see docs/sweep.md)")
+    sweep.add_argument("--out", required=True, help="where the cells (DIR/cells/<cell-id>/) and sweep.* go")
+    sweep.add_argument("--resume", action="store_true", help="keep the finished cells in --out, run the rest")
+    sweep.add_argument("--dry-run", action="store_true", help="print the cells and the estimated time, run nothing")
+    sweep.set_defaults(func=_sweep)
 
     cal = sub.add_parser("calibrate", help="how much load one llmload process drives exactly on this machine")
     cal.add_argument("--processes", type=_positive_int, default=1, help="worker processes, as locust --processes "
