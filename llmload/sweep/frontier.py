@@ -105,7 +105,7 @@ def best_deployments(cells: list[dict[str, Any]], target_rps: float | None, targ
             chosen = min(fleets, key=lambda f, m=mid: abs(f[key] - m))
             options.append({"deployment": dep, "cost": mid, "low": min(costs), "high": max(costs),
                             "repeats": len(costs), **chosen})
-        options.sort(key=lambda o: (o["cost"], o["deployment"]))
+        options.sort(key=lambda o: (o["cost"], o["usd_per_1m_output_tokens"] or math.inf, o["deployment"]))
         if not options:
             out[workload] = {"deployment": None, "replicas": None, "gpus": None, "usd_per_month": None,
                              "runner_up": None, "margin_is_real": None,

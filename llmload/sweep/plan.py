@@ -113,6 +113,15 @@ def read_plan(path: str) -> Plan:
 def parse_plan(text: str, path: str) -> Plan:
     """Check every key; raise :class:`PlanError` at the first that is wrong."""
     try:
+        return _parse(text, path)
+    except PlanError:
+        raise
+    except ScenarioError as e:  # the shared checks speak of scenario files
+        raise PlanError(str(e).replace("a scenario file", "a plan file")) from None
+
+
+def _parse(text: str, path: str) -> Plan:
+    try:
         raw, ctx = compose(text, path)
     except ScenarioError as e:
         raise PlanError(str(e).replace("a scenario file", "a plan file")) from None
