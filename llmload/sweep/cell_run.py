@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from llmload import files
@@ -60,8 +61,10 @@ def _cell_entry(cell: Cell) -> dict[str, Any]:
             "gpu_hourly_usd": d.gpu_hourly_usd}
 
 
-def run_cell(plan: Plan, cell: Cell, cell_dir: str, stop: threading.Event) -> dict[str, Any]:
-    """Run the cell and write its marker. Never raises for the cell's own failures: they are its result."""
+def run_cell(plan: Plan, cell: Cell, cell_dir: str, stop: threading.Event,
+             on_report: Callable[[Any, str], None] | None = None) -> dict[str, Any]:
+    """Run the cell and write its marker; ``on_report(report, cell_id)`` (the archive) gets its report.
+    Never raises for the cell's own failures: they are its result."""
     os.makedirs(cell_dir, exist_ok=True)
     prefix = os.path.join(cell_dir, "run")
     for suffix in (files.REQUESTS, files.LLM_STATS, files.HISTORY, files.MANIFEST):
@@ -82,7 +85,7 @@ def run_cell(plan: Plan, cell: Cell, cell_dir: str, stop: threading.Event) -> di
             server.stop()
     entry["seconds"] = round(time.monotonic() - t0, 1)
     if entry.get("status") == "ran":
-        entry |= _report(plan, cell, prefix, cell_dir)
+        entry |= _report(plan, cell, prefix, cell_dir, on_report)
     if entry["status"] != "stopped":  # a stopped cell leaves no marker: --resume runs it again
         files.replace_atomically(os.path.join(cell_dir, MARKER), json.dumps(entry, indent=2, default=str))
     return entry
@@ -133,12 +136,15 @@ def _end(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def _report(plan: Plan, cell: Cell, prefix: str, cell_dir: str) -> dict[str, Any]:
+def _report(plan: Plan, cell: Cell, prefix: str, cell_dir: str,
+            on_report: Callable[[Any, str], None] | None) -> dict[str, Any]:
     try:
         report = build_report(prefix, report_options(plan, cell))
         write_report(report, cell_dir)
     except (ReportError, ValueError, OSError) as e:
         return {"status": "failed", "error": f"no report: {e}"}
+    if on_report is not None:
+        on_report(report, cell.id)
     o = report.overall
     return {"status": "done", "run_id": report.run_id, "capacity": o.capacity, "cost": o.cost, "plan": o.plan,
             "steps": [_step(s.data) for s in o.steps], "warnings": report.warnings}

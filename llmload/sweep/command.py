@@ -17,10 +17,10 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from llmload.report.archive import Archive, ArchiveError
 from llmload.sweep.cell_run import read_marker, run_cell
 from llmload.sweep.cells import dry_run_text, expand
 from llmload.sweep.plan import PlanError, read_plan
@@ -40,7 +40,7 @@ def _say(text: str) -> None:
     print(f"llmload sweep: {text}", flush=True)
 
 
-def run_sweep(s: SweepSettings, archive_cell: Callable[[dict[str, Any]], None] | None = None) -> int:
+def run_sweep(s: SweepSettings) -> int:
     try:
         plan = read_plan(s.plan_path)
     except PlanError as e:
@@ -57,6 +57,15 @@ def run_sweep(s: SweepSettings, archive_cell: Callable[[dict[str, Any]], None] |
               "and run the rest, or give a new --out", file=sys.stderr)
         return 2
     os.makedirs(cells_dir, exist_ok=True)
+    try:
+        archive = Archive.open(s.archive) if s.archive else None
+    except ArchiveError as e:
+        print(f"llmload sweep: {e}", file=sys.stderr)
+        return 2
+    on_report = None
+    if archive is not None:
+        def on_report(report: Any, cell_id: str) -> None:
+            archive.add(report, source="sweep", sweep=os.path.abspath(s.out), cell=cell_id)
     stop = threading.Event()
     caught: list[int] = []
 
@@ -76,7 +85,7 @@ def run_sweep(s: SweepSettings, archive_cell: Callable[[dict[str, Any]], None] |
             if stop.is_set():
                 break
             _say(f"[{i}/{len(cells)}] {cell.id}: {cell.workload.name} on {cell.variant.id}")
-            result = run_cell(plan, cell, os.path.join(cells_dir, cell.id), stop)
+            result = run_cell(plan, cell, os.path.join(cells_dir, cell.id), stop, on_report)
             cap = (result.get("capacity") or {}).get("level")
             _say(f"[{i}/{len(cells)}] {cell.id}: {result['status']}"
                  + (f", capacity {cap}" if result["status"] == "done" else "")
@@ -84,9 +93,9 @@ def run_sweep(s: SweepSettings, archive_cell: Callable[[dict[str, Any]], None] |
             if result["status"] == "stopped":
                 break
             results.append(result)
-            if archive_cell is not None and result["status"] == "done":
-                archive_cell(result)
     finally:
+        if archive is not None:
+            archive.db.close()
         for sig, handler in old.items():
             signal.signal(sig, handler)
     summary = sweep_summary(plan, results)

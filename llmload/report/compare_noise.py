@@ -1,0 +1,88 @@
+"""``llmload compare``'s noise verdicts: for each run against the first (the baseline), at each
+load level both measured with a verdict, whether each latency percentile differs for real or
+within noise (:mod:`llmload.report.noise`, on the step's own samples), and the throughput, which
+only repeats can judge. ``--fail-on-regression METRIC=PCT`` reads these.
+
+Usage::
+
+    rows = noise_rows(cmp)      # [{"run": "new", "level": 8, "metric": "tpot_p95_ms", "verdict": "real", ...}]
+    failing = regressions(rows, parse_gates(["tpot_p95_ms=5"]))
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from llmload.report.compare import Comparison, Run
+from llmload.report.load import ReportError
+from llmload.report.noise import Difference, mean_difference, percentile_difference, regression_beyond
+
+LATENCY = tuple((f"{f}_p{q}_ms", f"{f}_ms", q) for f in ("ttft", "tpot", "e2e") for q in (50, 95, 99))
+THROUGHPUT = ("rps", "output_tps")  # higher is better
+GATE = re.compile(r"^(?P<metric>[a-z0-9_]+)=(?P<pct>\d+(\.\d+)?)$")
+
+
+def _samples(run: Run, step: Any, column: str) -> np.ndarray:
+    df = run.report.df
+    start = df["start_time"].to_numpy(dtype=float)
+    mask = df["ok"].to_numpy(dtype=bool) & (start >= step.measured_from) & (start < step.end)
+    return df[column].to_numpy(dtype=float)[mask] if column in df.columns else np.empty(0)
+
+
+def _steps_by_level(run: Run) -> dict[float, Any]:
+    return {float(s.data["level"]): s for s in run.report.overall.steps if not s.data.get("thin")}
+
+
+def noise_rows(cmp: Comparison) -> list[dict[str, Any]]:
+    base = cmp.runs[0]
+    base_steps = _steps_by_level(base)
+    rows = []
+    for i, run in enumerate(cmp.runs[1:], 1):
+        mine = _steps_by_level(run)
+        for level in sorted(set(base_steps) & set(mine)):
+            a, b = base_steps[level], mine[level]
+            for metric, column, q in LATENCY:
+                d = percentile_difference(_samples(base, a, column), _samples(run, b, column), q, seed=i)
+                rows.append(_row(run, level, metric, d, True))
+            for metric in THROUGHPUT:
+                d = mean_difference([a.data[metric]], [b.data[metric]])
+                rows.append(_row(run, level, metric, d, False))
+    return rows
+
+
+def _row(run: Run, level: float, metric: str, d: Difference, higher_is_worse: bool) -> dict[str, Any]:
+    return {"run": run.label, "level": level, "metric": metric, "higher_is_worse": higher_is_worse, **d.to_json(),
+            "low_pct": None if d.low_pct is None else round(d.low_pct, 3),
+            "high_pct": None if d.high_pct is None else round(d.high_pct, 3), "_diff": d}
+
+
+def parse_gates(texts: list[str]) -> dict[str, float]:
+    known = {m for m, _, _ in LATENCY} | set(THROUGHPUT)
+    out = {}
+    for text in texts:
+        m = GATE.match(text.strip())
+        if not m:
+            raise ReportError(f"--fail-on-regression {text!r}: expected METRIC=PCT, e.g. tpot_p95_ms=5")
+        if m["metric"] not in known:
+            raise ReportError(f"--fail-on-regression {text!r}: unknown metric {m['metric']!r}; known: "
+                              + ", ".join(sorted(known)))
+        out[m["metric"]] = float(m["pct"])
+    return out
+
+
+def regressions(rows: list[dict[str, Any]], gates: dict[str, float]) -> list[str]:
+    """One line per real regression beyond its gate."""
+    out = []
+    for r in rows:
+        pct = gates.get(r["metric"])
+        if pct is not None and regression_beyond(r["_diff"], pct, r["higher_is_worse"]):
+            out.append(f"{r['run']}: {r['metric']} at {r['level']:g} is {r['pct']:+.1f} % against the baseline "
+                       f"(interval {r['low_pct']:+.1f} … {r['high_pct']:+.1f} %), a real regression beyond {pct:g} %")
+    return out
+
+
+def public(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
