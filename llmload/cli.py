@@ -131,8 +131,11 @@ def _with_baseline(args: argparse.Namespace) -> tuple[list[str], list[str] | Non
             pass
     with Archive.open(args.archive) as a:
         base = a.get(args.baseline, mine)
-    labels = [f"baseline {base['run_id'] or base['id']}", *args.label] if args.label else None
-    return [prefix_of(base["prefix"]), *args.prefixes], labels
+    import os
+
+    given = args.label or [os.path.join(os.path.basename(os.path.dirname(os.path.abspath(p))),
+                                        os.path.basename(p)) for p in args.prefixes]
+    return [prefix_of(base["prefix"]), *args.prefixes], [f"baseline {base['run_id'] or base['id']}", *given]
 
 
 def _history(args: argparse.Namespace) -> int:
