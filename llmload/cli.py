@@ -193,9 +193,12 @@ def _sweep(args: argparse.Namespace) -> int:
     from llmload.report.archive import default_path
     from llmload.sweep.command import SweepSettings, run_sweep
 
+    if not args.out and not args.dry_run:
+        print("llmload sweep: --out DIR is required (where the cells and sweep.* go)", file=sys.stderr)
+        return 2
     archive = None if args.no_archive else (args.archive or default_path())
-    return run_sweep(SweepSettings(plan_path=args.plan, out=args.out, resume=args.resume, dry_run=args.dry_run,
-                                   archive=archive))
+    return run_sweep(SweepSettings(plan_path=args.plan, out=args.out or "", resume=args.resume,
+                                   dry_run=args.dry_run, archive=archive))
 
 
 def _positive_number(text: str) -> float:
@@ -324,7 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
     sweep = sub.add_parser("sweep", help="run a plan of deployments × params × workloads: the cheapest deployment "
                            "meeting the SLOs, its Pareto frontier (md, html, json)")
     sweep.add_argument("plan", help="the plan file (YAML; see docs/sweep.md)")
-    sweep.add_argument("--out", required=True, help="where the cells (DIR/cells/<cell-id>/) and sweep.* go")
+    sweep.add_argument("--out", help="where the cells (DIR/cells/<cell-id>/) and sweep.* go (required unless "
+                       "--dry-run)")
     sweep.add_argument("--resume", action="store_true", help="keep the finished cells in --out, run the rest")
     sweep.add_argument("--dry-run", action="store_true", help="print the cells and the estimated time, run nothing")
     sweep.add_argument("--archive", metavar="PATH", help="add each finished cell to this SQLite archive (default "
