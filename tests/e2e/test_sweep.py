@@ -18,8 +18,9 @@ CLI = [sys.executable, "-m", "llmload.cli"]
 MOCK = f"{sys.executable} -m llmload.cli mock --port {{port}} --profile fast --model {{marker}}"
 
 # fast: ~4 ms per decode step. mid with 8 slots holds every step; with 2 slots 8 users queue, so it
-# serves a quarter of the requests/s and needs ~4× the replicas; big is mid on 4 GPUs at a higher
-# price; slow's 12 ms steps break the TPOT SLO at every load. Cheapest at 40 req/s: mid, 8 slots.
+# serves a quarter of the requests/s and needs ~4x the replicas; big is mid on 4 GPUs at a higher
+# price and a 10 % slower decode step (4.4 ms: TPOT regresses, the SLO still holds); slow's 12 ms
+# steps break the TPOT SLO at every load. Cheapest at 40 req/s: mid with 8 slots.
 PLAN = """\
 slo: [ttft_p95_ms=250, tpot_p95_ms=8]
 target_rps: 40
@@ -27,7 +28,7 @@ headroom: 0.3
 deployments:
   slow: {{serve: "{mock} --step-base-ms 12", gpus: 1, gpu_hourly_usd: 0.5}}
   mid: {{serve: "{mock} --max-num-seqs {{max_num_seqs}}", gpus: 1, gpu_hourly_usd: 2.0}}
-  big: {{serve: "{mock} --max-num-seqs 8", tp: 4, gpu_hourly_usd: 3.0}}
+  big: {{serve: "{mock} --max-num-seqs 8 --step-base-ms 4.4", tp: 4, gpu_hourly_usd: 3.0}}
 params: {{max_num_seqs: [2, 8]}}
 workloads:
   chat: {{input_tokens: 100, output_tokens: 32}}
@@ -101,6 +102,15 @@ def test_sweep_names_the_cheapest_deployment_per_workload_and_archives_it(tmp_pa
     compared = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     assert compared["runs"][0]["prefix"].endswith("big.long.r1/run")
     assert {r["verdict"] for r in compared["noise"]} >= {"real"}
+    # big's decode step is 10 % slower than mid's: a real TPOT regression, beyond a 5 % gate
+    gate = subprocess.run([*CLI, "compare", str(mid), str(out / "cells" / "big.chat.r1" / "run"), "--out",
+                           str(tmp_path / "gate"), "--warmup-s", "1", "--fail-on-regression", "tpot_p95_ms=5"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert gate.returncode == 3, gate.stdout + gate.stderr
+    assert "tpot_p95_ms" in gate.stderr and "real regression beyond 5 %" in gate.stderr
+    tpot = [r for r in json.loads((tmp_path / "gate" / "compare.json").read_text())["noise"]
+            if r["metric"] == "tpot_p95_ms"]
+    assert tpot and all(r["verdict"] == "real" and 4 < r["pct"] < 20 for r in tpot), tpot
 
 
 def test_sigterm_mid_cell_then_resume_reruns_nothing_finished_and_leaves_no_server(tmp_path):
