@@ -150,3 +150,29 @@ def test_sigterm_mid_cell_then_resume_reruns_nothing_finished_and_leaves_no_serv
     refused = subprocess.run([*CLI, "sweep", plan, "--out", str(out), "--no-archive"], cwd=ROOT, env=env,
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "--resume" in refused.stderr
+
+
+def test_a_server_that_does_not_start_or_dies_fails_its_cell_and_the_sweep_moves_on(tmp_path):
+    marker = f"sweeptest-{uuid.uuid4().hex[:8]}"
+    py = sys.executable
+    plan = (
+        "slo: [ttft_p95_ms=250]\ndeployments:\n"
+        '  broken: {serve: "sh -c \'echo no such model {port} >&2; exit 1\'", gpus: 1, gpu_hourly_usd: 1}\n'
+        f'  dying: {{serve: "sh -c \'{py} -m llmload.cli mock --port {{port}} --profile fast --model {marker} & '
+        'sleep 6; kill $!; echo engine crashed; exit 9\'", gpus: 1, gpu_hourly_usd: 1}\n'
+        "workloads:\n  chat: {input_tokens: 100, output_tokens: 32}\n"
+        "load: {steps: [2], step_seconds: 12, warmup_s: 1}\n")
+    (tmp_path / "plan.yaml").write_text(plan)
+    out = tmp_path / "out"
+    done = subprocess.run([*CLI, "sweep", str(tmp_path / "plan.yaml"), "--out", str(out), "--no-archive"],
+                          cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr  # a cell failed
+    cells = {c["id"]: c for c in json.loads((out / "sweep.json").read_text())["cells"]}
+    assert cells["broken.chat.r1"]["status"] == "failed"
+    assert "exited with code 1 before it answered /health" in cells["broken.chat.r1"]["error"]
+    assert "no such model" in cells["broken.chat.r1"]["error"]  # the log's tail
+    assert cells["dying.chat.r1"]["status"] == "failed"
+    assert "stopped during the cell (exit code 9)" in cells["dying.chat.r1"]["error"]
+    assert "engine crashed" in cells["dying.chat.r1"]["error"]
+    assert "Failed cells" in (out / "sweep.md").read_text()
+    assert not _servers_left(marker)
