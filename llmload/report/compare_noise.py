@@ -1,7 +1,8 @@
 """``llmload compare``'s noise verdicts: for each run against the first (the baseline), at each
 load level both measured with a verdict, whether each latency percentile differs for real or
 within noise (:mod:`llmload.report.noise`, on the step's own samples), and the throughput, which
-only repeats can judge. ``--fail-on-regression METRIC=PCT`` reads these.
+only repeats can judge: runs given the same ``--label`` are repeats of one configuration.
+``--fail-on-regression METRIC=PCT`` reads these.
 
 Usage::
 
@@ -37,19 +38,28 @@ def _steps_by_level(run: Run) -> dict[float, Any]:
 
 
 def noise_rows(cmp: Comparison) -> list[dict[str, Any]]:
-    base = cmp.runs[0]
-    base_steps = _steps_by_level(base)
+    """Each label against the first run's label. Runs that share a label are repeats of one
+    configuration: their samples are pooled for latency, and their step values judge throughput."""
+    groups: dict[str, list[Run]] = {}
+    for run in cmp.runs:
+        groups.setdefault(run.label, []).append(run)
+    base_label = cmp.runs[0].label
+    base = [(r, _steps_by_level(r)) for r in groups[base_label]]
     rows = []
-    for i, run in enumerate(cmp.runs[1:], 1):
-        mine = _steps_by_level(run)
-        for level in sorted(set(base_steps) & set(mine)):
-            a, b = base_steps[level], mine[level]
+    for i, (label, runs) in enumerate(groups.items()):
+        if label == base_label:
+            continue
+        mine = [(r, _steps_by_level(r)) for r in runs]
+        levels = set.intersection(*(set(st) for _, st in base + mine))
+        for level in sorted(levels):
             for metric, column, q in LATENCY:
-                d = percentile_difference(_samples(base, a, column), _samples(run, b, column), q, seed=i)
-                rows.append(_row(run, level, metric, d, True))
+                a = np.concatenate([_samples(r, st[level], column) for r, st in base])
+                b = np.concatenate([_samples(r, st[level], column) for r, st in mine])
+                rows.append(_row(runs[0], level, metric, percentile_difference(a, b, q, seed=i), True))
             for metric in THROUGHPUT:
-                d = mean_difference([a.data[metric]], [b.data[metric]])
-                rows.append(_row(run, level, metric, d, False))
+                d = mean_difference([st[level].data[metric] for _, st in base],
+                                    [st[level].data[metric] for _, st in mine])
+                rows.append(_row(runs[0], level, metric, d, False))
     return rows
 
 
