@@ -100,7 +100,7 @@ def _compare(args: argparse.Namespace) -> int:
         gpus = [int(x) for x in args.gpus_per_replica.split(",")] if args.gpus_per_replica else None
         cmp = compare_runs(args.prefixes, args.label, _report_options(args), at=args.at, gpu_hourly_usd=prices,
                            gpus_per_replica=gpus)
-        cmp.noise = noise_rows(cmp)
+        cmp.noise = noise_rows(cmp, repeats_by_label=bool(args.label))
         out = args.out or os.path.dirname(cmp.runs[0].report.source) or "."
         paths = write_comparison(cmp, out, args.name)
     except (ReportError, ArchiveError, ValueError, OSError) as e:

@@ -37,13 +37,14 @@ def _steps_by_level(run: Run) -> dict[float, Any]:
     return {float(s.data["level"]): s for s in run.report.overall.steps if not s.data.get("thin")}
 
 
-def noise_rows(cmp: Comparison) -> list[dict[str, Any]]:
-    """Each label against the first run's label. Runs that share a label are repeats of one
-    configuration: their samples are pooled for latency, and their step values judge throughput."""
+def noise_rows(cmp: Comparison, repeats_by_label: bool = True) -> list[dict[str, Any]]:
+    """Each label against the first run's label. With ``repeats_by_label`` (labels the user gave),
+    runs that share a label are repeats of one configuration: their samples are pooled for latency,
+    and their step values judge throughput; without, every run stands alone."""
     groups: dict[str, list[Run]] = {}
-    for run in cmp.runs:
-        groups.setdefault(run.label, []).append(run)
-    base_label = cmp.runs[0].label
+    for i, run in enumerate(cmp.runs):
+        groups.setdefault(run.label if repeats_by_label else str(i), []).append(run)
+    base_label = next(iter(groups))
     base = [(r, _steps_by_level(r)) for r in groups[base_label]]
     rows = []
     for i, (label, runs) in enumerate(groups.items()):
