@@ -72,6 +72,15 @@ def _report(args: argparse.Namespace) -> int:
         return 2
     print(summary_text(report))
     print("wrote " + ", ".join(paths))
+    if args.archive and not args.no_archive:  # off unless asked for, for now (tests and CI never write ~/.local)
+        from llmload.report.archive import Archive, ArchiveError
+
+        try:
+            with Archive.open(args.archive) as a:
+                print(f"archived as run {a.add(report)} in {a.path}")
+        except ArchiveError as e:
+            print(f"llmload report: {e}", file=sys.stderr)
+            return 2
     return 0
 
 
@@ -79,21 +88,66 @@ def _compare(args: argparse.Namespace) -> int:
     import os
 
     from llmload.report import ReportError
+    from llmload.report.archive import ArchiveError
     from llmload.report.compare import compare_runs
+    from llmload.report.compare_noise import noise_rows, parse_gates, regressions
     from llmload.report.compare_render import comparison_text, write_comparison
 
     try:
+        gates = parse_gates(args.fail_on_regression)
+        if args.baseline:
+            args.prefixes, args.label = _with_baseline(args)
         prices = [float(x) for x in args.gpu_hourly_usd.split(",")] if args.gpu_hourly_usd else None
         gpus = [int(x) for x in args.gpus_per_replica.split(",")] if args.gpus_per_replica else None
         cmp = compare_runs(args.prefixes, args.label, _report_options(args), at=args.at, gpu_hourly_usd=prices,
                            gpus_per_replica=gpus)
+        cmp.noise = noise_rows(cmp, repeats_by_label=bool(args.label))
         out = args.out or os.path.dirname(cmp.runs[0].report.source) or "."
         paths = write_comparison(cmp, out, args.name)
-    except (ReportError, ValueError, OSError) as e:
+    except (ReportError, ArchiveError, ValueError, OSError) as e:
         print(f"llmload compare: {e}", file=sys.stderr)
         return 2
     print(comparison_text(cmp))
     print("wrote " + ", ".join(paths))
+    failing = regressions(cmp.noise, gates)
+    for line in failing:
+        print(f"llmload compare: regression: {line}", file=sys.stderr)
+    return 3 if failing else 0
+
+
+def _with_baseline(args: argparse.Namespace) -> tuple[list[str], list[str] | None]:
+    """``--baseline last|RUN_ID``: the archived run's prefix goes first (the runs given are not the baseline)."""
+    import json
+
+    from llmload.files import prefix_of
+    from llmload.report.archive import Archive
+    from llmload.report.run_manifest import manifest_path
+
+    mine = set()
+    for p in args.prefixes:
+        try:
+            with open(manifest_path(p), encoding="utf-8") as f:
+                mine.add(json.load(f).get("run_id"))
+        except (OSError, ValueError):
+            pass
+    with Archive.open(args.archive) as a:
+        base = a.get(args.baseline, mine)
+    import os
+
+    given = args.label or [os.path.join(os.path.basename(os.path.dirname(os.path.abspath(p))),
+                                        os.path.basename(p)) for p in args.prefixes]
+    return [prefix_of(base["prefix"]), *args.prefixes], [f"baseline {base['run_id'] or base['id']}", *given]
+
+
+def _history(args: argparse.Namespace) -> int:
+    from llmload.report.archive import Archive, ArchiveError, history_text
+
+    try:
+        with Archive.open(args.archive) as a:
+            print(history_text(a.runs(model=args.model, host=args.host, since=args.since)))
+    except ArchiveError as e:
+        print(f"llmload history: {e}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -134,6 +188,18 @@ def _calibrate(args: argparse.Namespace) -> int:
         print(f"llmload calibrate: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from llmload.report.archive import default_path
+    from llmload.sweep.command import SweepSettings, run_sweep
+
+    if not args.out and not args.dry_run:
+        print("llmload sweep: --out DIR is required (where the cells and sweep.* go)", file=sys.stderr)
+        return 2
+    archive = None if args.no_archive else (args.archive or default_path())
+    return run_sweep(SweepSettings(plan_path=args.plan, out=args.out or "", resume=args.resume,
+                                   dry_run=args.dry_run, archive=archive))
 
 
 def _step_list(text: str) -> str:
@@ -187,6 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "--target-rps")
     rep.add_argument("--peak-factor", type=float, default=1.0, help="peak rate ÷ average rate (default 1)")
     rep.add_argument("--headroom", type=float, default=0.3, help="share of capacity kept free (default 0.3)")
+    rep.add_argument("--archive", metavar="PATH", help="add the run to this SQLite archive (off unless given)")
+    rep.add_argument("--no-archive", action="store_true", help="do not archive the run")
     rep.set_defaults(func=_report)
 
     cmp = sub.add_parser("compare", help="several runs side by side: capacity, cost, latency at matched load "
@@ -200,7 +268,21 @@ def build_parser() -> argparse.ArgumentParser:
     _judging_arguments(cmp)
     cmp.add_argument("--gpu-hourly-usd", help="price of one GPU-hour: one value, or one per run (comma-separated)")
     cmp.add_argument("--gpus-per-replica", help="GPUs per replica: one value, or one per run (comma-separated)")
+    cmp.add_argument("--fail-on-regression", action="append", default=[], metavar="METRIC=PCT",
+                     help="exit 3 when a run is worse than the first by more than PCT %% and the difference is real "
+                          "(not noise), e.g. tpot_p95_ms=5 (repeatable)")
+    cmp.add_argument("--baseline", metavar="last|RUN_ID", help="compare against this archived run (first)")
+    cmp.add_argument("--archive", metavar="PATH", help="the archive --baseline reads (default $LLMLOAD_ARCHIVE or "
+                     "~/.local/share/llmload/runs.sqlite)")
     cmp.set_defaults(func=_compare)
+
+    hist = sub.add_parser("history", help="list the archived runs")
+    hist.add_argument("--model", help="runs whose model contains this")
+    hist.add_argument("--host", help="runs whose host contains this")
+    hist.add_argument("--since", metavar="DATE", help="runs added on or after this date (YYYY-MM-DD)")
+    hist.add_argument("--archive", metavar="PATH", help="the archive (default $LLMLOAD_ARCHIVE or "
+                      "~/.local/share/llmload/runs.sqlite)")
+    hist.set_defaults(func=_history)
 
     from llmload.demo import DEMO_PROFILE, DEMO_STEP_SECONDS, DEMO_STEPS
 
@@ -212,6 +294,18 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--step-seconds", type=POSITIVE_SECONDS, default=DEMO_STEP_SECONDS,
                       help=f"seconds per step (default {DEMO_STEP_SECONDS})")
     demo.set_defaults(func=_demo)
+
+    sweep = sub.add_parser("sweep", help="run a plan of deployments × params × workloads: the cheapest deployment "
+                           "meeting the SLOs, its Pareto frontier (md, html, json)")
+    sweep.add_argument("plan", help="the plan file (YAML; see docs/sweep.md)")
+    sweep.add_argument("--out", help="where the cells (DIR/cells/<cell-id>/) and sweep.* go (required unless "
+                       "--dry-run)")
+    sweep.add_argument("--resume", action="store_true", help="keep the finished cells in --out, run the rest")
+    sweep.add_argument("--dry-run", action="store_true", help="print the cells and the estimated time, run nothing")
+    sweep.add_argument("--archive", metavar="PATH", help="add each finished cell to this SQLite archive (default "
+                       "$LLMLOAD_ARCHIVE or ~/.local/share/llmload/runs.sqlite)")
+    sweep.add_argument("--no-archive", action="store_true", help="do not archive the cells")
+    sweep.set_defaults(func=_sweep)
 
     cal = sub.add_parser("calibrate", help="how much load one llmload process drives exactly on this machine")
     cal.add_argument("--processes", type=POSITIVE_INT, default=1, help="worker processes, as locust --processes "

@@ -11,6 +11,7 @@ from gevent import monkey
 monkey.patch_all()
 
 import os  # noqa: E402
+import tempfile  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
 
 import pytest  # noqa: E402
@@ -21,6 +22,8 @@ TESTS = os.path.dirname(os.path.abspath(__file__))
 
 # A calibration this host's user made (`llmload calibrate`) must not change the tests' verdicts.
 os.environ["LLMLOAD_CALIBRATION"] = os.path.join(ROOT, ".no-calibration-in-tests.json")
+# ... nor may a test's sweep or report add runs to the user's archive (~/.local/share/llmload).
+os.environ["LLMLOAD_ARCHIVE"] = os.path.join(tempfile.gettempdir(), f"llmload-test-archive-{os.getpid()}.sqlite")
 
 
 def pytest_collection_modifyitems(config, items) -> None:

@@ -107,6 +107,7 @@ class Comparison:
     matched_level: float | None
     level_label: str
     notes: list[str] = field(default_factory=list)
+    noise: list[dict[str, Any]] = field(default_factory=list)  # report.compare_noise rows, vs the first run
 
     def to_json(self) -> dict[str, Any]:
         out_runs = []
@@ -120,7 +121,8 @@ class Comparison:
         return {"slos": [s.text() for s in self.runs[0].report.overall.slos] if self.runs else [],
                 "error_budget": self.runs[0].report.error_budget if self.runs else None,
                 "steps_by": self.runs[0].report.level if self.runs else None,
-                "matched_level": self.matched_level, "notes": self.notes, "runs": out_runs}
+                "matched_level": self.matched_level, "notes": self.notes, "runs": out_runs,
+                "noise": [{k: v for k, v in r.items() if not k.startswith("_")} for r in self.noise]}
 
 
 def _judged_levels(report: Report) -> set[float]:

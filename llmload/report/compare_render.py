@@ -14,6 +14,7 @@ import json
 from llmload.report import charts as ch
 from llmload.report.compare import COLUMNS, Comparison
 from llmload.report.document import Block, clean, render_html, render_markdown, write_files
+from llmload.report.format import fmt
 
 
 def comparison_blocks(cmp: Comparison) -> list[Block]:
@@ -27,6 +28,16 @@ def comparison_blocks(cmp: Comparison) -> list[Block]:
     out.append(Block("Side by side", 2, header=["", *[r.label for r in cmp.runs]],
                      rows=[[c.title, *[c.fmt(c.value(r)) for r in cmp.runs]] for c in COLUMNS]))
     out.append(Block("Throughput vs latency", 2, chart="curves"))
+    real = [r for r in cmp.noise if r["verdict"] == "real"]
+    if cmp.noise:
+        out.append(Block(f"Against {cmp.runs[0].label}: real difference or noise", 2, text=[
+            f"{len(real)} of {len(cmp.noise)} metric-and-step differences are real (latency: a 99 % bootstrap "
+            "interval of the percentiles' difference excludes 0; throughput needs repeats)."],
+            header=["run", "level", "metric", "baseline", "run's", "difference", "99 % interval", "verdict"],
+            rows=[[r["run"], f"{r['level']:g}", r["metric"], fmt(r["base"], 2), fmt(r["value"], 2),
+                   "–" if r["pct"] is None else f"{r['pct']:+.1f} %",
+                   "–" if r["low_pct"] is None else f"{r['low_pct']:+.1f} … {r['high_pct']:+.1f} %", r["verdict"]]
+                  for r in cmp.noise if r["metric"].endswith("p95_ms") or r["verdict"] == "real"]))
     runs = [Block("Runs", 2, header=["label", "prefix", "steps measured", "warnings"],
                   rows=[[r.label, f"`{r.prefix}`", str(len(r.report.overall.steps)),
                          str(len(r.report.warnings))] for r in cmp.runs])]

@@ -36,9 +36,10 @@ MAY_IMPORT: dict[str, set[str]] = {
                "__init__"},
     "calibrate": {"wire", "net", "metrics", "files", "transport", "workload", "health", "mock", "__init__"},
     "demo": {"files", "mock", "report", "__init__"},
+    "sweep": {"files", "metrics", "workload", "report", "__init__"},
     "argtypes": set(),
     "cli": {"files", "argtypes", "metrics", "workload", "shapes", "mock", "report", "calibrate", "demo", "plugin",
-            "__init__"},
+            "sweep", "__init__"},
     "__init__": set(),
 }
 # Imported by pure code never: what would tie it to a process, a loop or a plotting stack.

@@ -129,9 +129,9 @@ def whole(ctx: Ctx, d: dict, key: str, path: str, default: Any = None, minimum: 
         return default
     v = d[key]
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise ctx.error(f"{path}.{key}", f"expected a whole number >= {minimum}, got {v!r}")
+        raise ctx.error(f"{path}.{key}" if path else key, f"expected a whole number >= {minimum}, got {v!r}")
     if v > maximum:
-        raise ctx.error(f"{path}.{key}", f"{v} is too large: expected at most {maximum:,}")
+        raise ctx.error(f"{path}.{key}" if path else key, f"{v} is too large: expected at most {maximum:,}")
     return v
 
 
@@ -144,14 +144,14 @@ def number(ctx: Ctx, d: dict, key: str, path: str, default: Any = None, minimum:
     if isinstance(v, bool) or not isinstance(v, int | float) or math.isnan(v) or v < minimum or (
             strict and v <= minimum):
         bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
-        raise ctx.error(f"{path}.{key}", f"expected a number {bound}, got {v!r}")
+        raise ctx.error(f"{path}.{key}" if path else key, f"expected a number {bound}, got {v!r}")
     return float(v)
 
 
 def choice(ctx: Ctx, d: dict, key: str, path: str, options: tuple[str, ...], default: str) -> str:
     v = d.get(key, default)
     if v not in options:
-        raise ctx.error(f"{path}.{key}", f"expected {' or '.join(options)}, got {v!r}")
+        raise ctx.error(f"{path}.{key}" if path else key, f"expected {' or '.join(options)}, got {v!r}")
     return v
 
 
