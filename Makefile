@@ -10,8 +10,6 @@ $(STAMP): pyproject.toml setup.py llmload-locust-help.pth
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test,docs]'
-	@# an editable install leaves out the .pth that lists llmload's options in `locust --help`
-	$(PY) -c "import shutil, sysconfig; shutil.copy('llmload-locust-help.pth', sysconfig.get_paths()['purelib'])"
 	touch $(STAMP)
 
 venv: $(STAMP)
