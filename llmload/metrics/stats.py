@@ -306,12 +306,6 @@ class LLMStats:
                     t.merge(part)
         return out
 
-    def aggregated(self) -> ScenarioStats:
-        total = ScenarioStats()
-        for s in self._current().values():
-            total.merge(s)
-        return total
-
     def rows(self) -> list[dict[str, Any]]:
         current = self._current()
         rows = [{"scenario": name, **s.summary()} for name, s in sorted(current.items())]
