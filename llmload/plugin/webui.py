@@ -26,6 +26,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import os
 import time
 from typing import Any, Protocol
@@ -37,6 +38,9 @@ from llmload.metrics import catalog
 from llmload.metrics.record import OK, STATUSES
 from llmload.metrics.stats import AGGREGATED
 from llmload.plugin.run_files import HISTORY_COLUMNS
+from llmload.wire.redact import redact_url
+
+log = logging.getLogger("llmload")
 
 
 class LiveView(Protocol):
@@ -209,9 +213,12 @@ def install(environment: Any, view: LiveView) -> None:
     def add_llm_rows(response: Response) -> Response:
         if not request.path.endswith("/stats/requests") or response.status_code != 200 or not response.is_json:
             return response
-        data = response.get_json()
-        data["extended_stats"] = [{"key": TAB_KEY, "data": tab_rows(view)}]
-        response.set_data(json.dumps(data))
+        try:
+            data = response.get_json()
+            data["extended_stats"] = [{"key": TAB_KEY, "data": tab_rows(view)}]
+            response.set_data(json.dumps(data))
+        except Exception as e:  # noqa: BLE001 - a bad row (a worker's odd report) must not take Locust's page down
+            log.warning("llmload: the LLM tab could not be built this time: %s: %s", type(e).__name__, e)
         return response
 
     @bp.route("/dashboard")
@@ -237,7 +244,7 @@ def install(environment: Any, view: LiveView) -> None:
         rows = view.history_rows(since)
         server = [s for s in view.server_samples() if s["time"] > server_since]
         return Response(json.dumps({"rows": rows, "server": server, "state": view.runner_state(),
-                                    "server_metrics": view.server_urls()}),
+                                    "server_metrics": [redact_url(u) for u in view.server_urls()]}),
                         mimetype="application/json")
 
     def csv_file(suffix: str, in_memory: Any = None) -> Response:
@@ -249,7 +256,9 @@ def install(environment: Any, view: LiveView) -> None:
         if in_memory is not None:  # no --csv: what this process holds
             return Response(in_memory(), mimetype="text/csv",
                             headers={"Content-Disposition": f"attachment; filename={name}"})
-        why = "start Locust with --csv PREFIX to write it" if path is None else f"{path} is not written yet"
+        # the file's name only: the page must not tell a visitor where on disk the run writes
+        why = ("start Locust with --csv PREFIX to write it" if path is None
+               else f"{os.path.basename(path)} is not written yet")
         return Response(f"no {suffix.lstrip('_')}: {why}\n", status=404, mimetype="text/plain")
 
     @bp.route("/requests.csv")

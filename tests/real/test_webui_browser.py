@@ -140,7 +140,7 @@ def test_llm_tab_and_dashboard_in_chromium(mock_factory, tmp_path):
             locust.kill()
 
 
-HOSTILE = "<img src=x onerror=window.__pwned=1>"
+HOSTILE = "</option></select><img src=x onerror=window.__pwned=1>"
 
 
 def test_a_hostile_scenario_name_and_a_host_change_in_chromium(mock_factory, tmp_path):
