@@ -10,8 +10,8 @@
 #   docker run --rm -e OPENAI_API_KEY -v "$PWD/runs:/home/locust/runs" llmload \
 #       -f /opt/llmload/locustfiles/chat.py --headless -u 32 -r 8 -t 5m --host http://vllm:8000 --csv runs/chat
 #
-# The image's entrypoint is `locust`: every argument above is Locust's (README "Running across
-# machines" has the master and worker commands). The API key comes only from the environment.
+# The image's entrypoint is `locust`: every argument above is Locust's (docs/distributed.md has
+# the master and worker commands). The API key comes only from the environment.
 # Pin the base by digest before relying on the image: `docker buildx imagetools inspect
 # locustio/locust:2.47.0` prints it; then write FROM locustio/locust:2.47.0@sha256:<digest>. (Not pinned
 # here: no registry is reachable from where llmload is developed, so the digest cannot be read.)
