@@ -107,13 +107,14 @@ class RunConfig:
         return {}
 
     def expected_hit_ratios(self) -> dict[str, float]:
-        """Per workload with prefix groups or a trace's hash_ids: the hit ratio its scenario file
-        makes possible."""
+        """Per workload: the hit ratio its scenario makes possible (0 when it shares nothing)."""
         out: dict[str, float] = {}
         for spec in self.scenarios:
             for w in spec.workloads:
-                trace = w.trace
-                ratio = w.expected_prefix_hit_ratio() if trace is None else selected_trace(trace).expected_hit_ratio()
+                ratio = (w.expected_prefix_hit_ratio() if w.trace is None
+                         else selected_trace(w.trace).expected_hit_ratio())
+                if ratio is None and not (w.session or w.agent or w.dataset):
+                    ratio = 0.0
                 if ratio is not None:
                     out[w.name] = ratio
         return out

@@ -97,8 +97,13 @@ def format_summary(rows: list[dict[str, Any]], expected_hit_ratio: dict[str, flo
             parts.append(f"input tokens requested {asked} vs server-reported {r['prompt_tokens_mean']:.1f} (mean)")
         if r.get("cached_tokens"):
             exp = (expected_hit_ratio or {}).get(r["scenario"])
-            parts.append(f"prefix-cache hit ratio {r['cache_hit_ratio']:.3f} (cached ÷ prompt tokens)"
-                         + (f", at most {exp:.3f} expected from the scenario" if exp is not None else ""))
+            if exp == 0.0 and r["cache_hit_ratio"] > SURPRISE_HITS:
+                parts.append(f"WARNING: the server answered {r['cache_hit_ratio']:.0%} of the prompt tokens from its "
+                             "prefix cache, though this workload shares no prefix: an earlier run with the same "
+                             "prompts (the same --seed)? Its latencies are the cache's, not the workload's")
+            else:
+                parts.append(f"prefix-cache hit ratio {r['cache_hit_ratio']:.3f} (cached ÷ prompt tokens)"
+                             + (f", at most {exp:.3f} expected from the scenario" if exp else ""))
         if parts:
             lines.append(f"{r['scenario']}: " + "; ".join(parts))
         if r.get("tasks"):
@@ -133,6 +138,8 @@ def schedule_line(r: dict[str, Any]) -> str:
                 "users (-u) or worker processes (--processes)")
     return f"{r['scenario']}: every one of {n} scheduled requests sent within {LATE_MS:g} ms of its time ({lag})"
 
+
+SURPRISE_HITS = 0.2  # cached share of prompt tokens that a workload sharing nothing cannot explain
 
 ADVICE = {
     "process": "add worker processes (--processes) before trusting these numbers",
@@ -185,7 +192,7 @@ def lost_note(lost: list[tuple[Any, str, int]], prefix: str | None) -> str:
 
 def end_of_run_text(rows: list[dict[str, Any]], hit_ratios: dict[str, float], history: Any, stop_reason: str,
                     interval_s: float, lost: list[tuple[Any, str, int]], prefix: str | None,
-                    output_error: str = "", stall_notes: str = "", refused: str = "") -> str:
+                    output_error: str = "", stall_notes: str = "", refused: str = "", seed: Any = "") -> str:
     """What a headless run prints at the end: what went wrong first (errors that dominated, a
     file that could not be written, lost workers), then the table and the notes."""
     first = error_note(rows, history.error_intervals, interval_s)
@@ -193,6 +200,7 @@ def end_of_run_text(rows: list[dict[str, Any]], hit_ratios: dict[str, float], hi
                          refused,
                          format_summary(rows, hit_ratios), backoff_note(rows),
                          run_notes(history.limited_intervals, stop_reason, interval_s, history.limited_causes,
-                                   stall_notes, errors_first=bool(first)))
+                                   stall_notes, errors_first=bool(first)),
+                         f"workload seed {seed} (--seed {seed} sends the same prompts again)" if seed else "")
              if p]
     return "\n".join(parts)

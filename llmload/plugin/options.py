@@ -77,8 +77,8 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                                                               "(users or requests/s)")),
     ("--search-warmup-s", dict(type=float, default=0.0, help="search shape: seconds after each change not judged "
                                                              "(default 5, as llmload report)")),
-    ("--seed", dict(type=int, default=0, help="workload seed; each worker and user draws its own reproducible "
-                                              "stream from it")),
+    ("--seed", dict(default="", help="workload seed (default: a fresh one per run, printed in the summary and "
+                                     "PREFIX_run.json); the same seed sends the same prompts again")),
     ("--server-metrics", dict(action="append", default=[], metavar="URL",
                               help="read the server's Prometheus metrics from URL during the run (repeatable, e.g. "
                                    "every replica behind a load balancer; default: the target host's /metrics when "

@@ -101,8 +101,7 @@ class Role:
         """The node ids of the processes that generate load (for "every one of them is done")."""
         return set()
 
-    def live_lag_s(self) -> float:
-        """How far behind now the live window ends: rows are up to a report interval late."""
+    def live_lag_s(self) -> float:  # how far behind now the live window ends: rows come a report late
         return WORKER_REPORT_S + 1.0
 
     def processes_note(self, processes: set[str]) -> str:
@@ -182,7 +181,8 @@ class Role:
                 hit_ratios = {}
             print("\n" + end_of_run_text(table, hit_ratios, parts.history, parts.stop_reason, interval_s, lost,
                                          files.prefix, files.error, parts.clients.stall_notes(),
-                                         refused_note(self.refused_workers())) + "\n", flush=True)
+                                         refused_note(self.refused_workers()), parts.option("seed")) + "\n",
+                  flush=True)
             if files.requests is not None:
                 print(f"llmload: {files.requests.rows_written} request rows in {files.requests.path}", flush=True)
 

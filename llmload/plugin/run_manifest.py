@@ -214,7 +214,7 @@ def start_manifest(environment: Any, config: Any, run_id: str, prefix: str, work
     host = environment.host or next((c.host for c in environment.user_classes if getattr(c, "host", None)), None)
     data = build_manifest(
         run_id, time.time(), argv=sys.argv, host=host, model=getattr(opts, "model", None) or None,
-        models=None, scenario_files=[s.path for s in config.scenarios], seed=getattr(opts, "seed", None),
+        models=None, scenario_files=[s.path for s in config.scenarios], seed=int(getattr(opts, "seed", 0) or 0),
         scenario_seeds={s.path: s.seed for s in config.scenarios}, workers=workers,
         stop_timeout=environment.stop_timeout, shape=shape_info, locust_version=locust.__version__,
         llmload_version=__version__)

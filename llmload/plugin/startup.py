@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import secrets
 import sys
 from typing import Any
 
@@ -92,6 +93,7 @@ class ConfigGate:
         self.binding = CredentialBinding(allow_any_host=bool(getattr(opts, "allow_key_to_any_host", False)))
         self.binding.bind(server_address(environment))
         self._config: RunConfig | None = None
+        self._drawn = ""  # the seed this process drew for the current test ('' when the user gave one)
         self.error = ""
         """Why this test cannot run ('' when it can)."""
 
@@ -107,9 +109,25 @@ class ConfigGate:
         """The configuration as the last check left it (None if it has not been built)."""
         return self._config
 
+    def draw_seed(self) -> None:
+        """A fresh run seed unless --seed was given (the leading process draws it; Locust ships the
+        options, so every worker uses it): two runs of one setup do not send identical prompts."""
+        opts = self.env.parsed_options
+        if not self.leads or opts is None:
+            return
+        text = str(getattr(opts, "seed", "") or "").strip()
+        if text == self._drawn:  # the one drawn for the last test, not one the user gave: draw again
+            text = ""
+        if text and not text.isdigit():
+            raise ConfigError(f"--seed {text!r}: expected a whole number >= 0")
+        if not text:
+            text = self._drawn = str(secrets.randbelow(2**31))
+        opts.seed = text
+
     def check_at_init(self) -> None:
         """Fail once, before any user starts: one line, exit code 1."""
         try:
+            self.draw_seed()
             self._config = checked_config(self.env, self.leads, at_init=True, binding=self.binding)
         except ConfigError as e:
             if not quiet_child():
@@ -126,6 +144,7 @@ class ConfigGate:
                 log.warning("llmload: %s", warning)
         self.binding.bind(server_address(self.env))
         try:
+            self.draw_seed()  # each test of a web-UI session gets its own, unless --seed was given
             self._config = checked_config(self.env, self.leads, at_init=False, binding=self.binding)
         except ConfigError as e:
             self.fail(str(e))

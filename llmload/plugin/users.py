@@ -177,6 +177,9 @@ class LLMUser(User):
                            setup: UserSetup) -> Workload:
         p = self.plugin
         shared = p.shared
+        # the run's seed (--seed, else fresh per run) mixed into the file's: the same prompts in every
+        # process of one run, new ones in the next run, so a server's prefix cache cannot answer it
+        scenario = dataclasses.replace(scenario, seed=stable_seed(scenario.seed, int(p.option("seed", 0))))
         text = shared.text_source(scenario.seed + p.worker_index, scenario.tokenizer)
         ignore_eos = True if p.option("ignore_eos") else None
         im = spec.images

@@ -23,7 +23,7 @@ class SharedState:
         self._processes = processes  # how many worker processes share an open-loop rate
         self._rate_override = rate_override  # the arrival-rate ladder's current rate, if one runs
         self._text: dict[tuple[int, str | None], TextSource] = {}
-        self._prefixes: dict[tuple[str, str], PrefixPool] = {}
+        self._prefixes: dict[tuple[str, str, int], PrefixPool] = {}
         self._datasets: dict[str, list[Conversation]] = {}
         self._semaphores: dict[Any, gevent.lock.Semaphore] = {}
         self.gates: dict[str, ArrivalGate] = {}
@@ -38,7 +38,7 @@ class SharedState:
     def prefix_pool(self, scenario: ScenarioSpec, spec: WorkloadSpec) -> PrefixPool | None:
         if not spec.prefix_groups:
             return None
-        key = (scenario.path, spec.name)
+        key = (scenario.path, spec.name, scenario.seed)  # a new run seed: new prefixes
         pool = self._prefixes.get(key)
         if pool is None:
             pool = self._prefixes[key] = PrefixPool(spec.prefix_groups, scenario.seed, spec.name)
