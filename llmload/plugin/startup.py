@@ -61,6 +61,11 @@ def checked_config(environment: Any, leads: bool, at_init: bool,
     unattended = bool(opts is not None and (opts.headless or opts.autostart))
     if at_init:
         raise_fd_limit()
+        shapes = sorted(getattr(environment, "available_shape_classes", None) or {})
+        if leads and len(shapes) > 1 and not getattr(opts, "class_picker", False):
+            # Locust would quietly run the first shape and ignore the form's user count
+            raise ConfigError(f"the locustfile has several load shapes ({', '.join(shapes)}): start Locust with "
+                              "--class-picker to choose one in the web UI, or keep one shape in the locustfile")
     config = build_config(environment, require_host=leads and (unattended or not at_init))
     host = server_address(environment)
     if binding is not None and host:

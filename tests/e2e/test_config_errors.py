@@ -14,11 +14,7 @@ from tests.support.processes import ROOT, free_port
 
 LOCUST = [sys.executable, "-m", "locust"]
 CHAT = os.path.join(ROOT, "locustfiles", "chat.py")
-
-
-
-
-
+UI = os.path.join(ROOT, "locustfiles", "ui.py")
 
 BAD = [
     ("no host", [CHAT], "no server address: pass --host"),
@@ -31,6 +27,7 @@ BAD = [
     ("bad length in scenario", [CHAT, "--input-tokens", "9-3"], "--input-tokens: expected 0 <= LOW <= HIGH"),
     ("bad slo", [CHAT, "--slo", "ttft_p95=3"], "--slo 'ttft_p95=3': unknown metric 'ttft_p95'"),
     ("bad steps", [SYNTHETIC, "--steps", "4,x"], "--steps '4,x': expected user counts"),
+    ("several shapes, no picker", [UI], "several load shapes (Ramp, Search, Steps): start Locust with --class-picker"),
 ]
 
 
