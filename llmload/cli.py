@@ -121,7 +121,7 @@ def _with_baseline(args: argparse.Namespace) -> tuple[list[str], list[str] | Non
 
     from llmload.files import prefix_of
     from llmload.report.archive import Archive
-    from llmload.report.run_manifest import manifest_path
+    from llmload.report.run_identity import manifest_path
 
     mine = set()
     for p in args.prefixes:

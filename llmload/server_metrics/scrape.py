@@ -45,6 +45,7 @@ from time import perf_counter
 from typing import IO, Any
 
 import gevent
+import gevent.event
 
 from llmload import files
 from llmload.net.turns import TURN_BUDGET_S, let_io_run
@@ -149,6 +150,7 @@ class ServerMetricsScraper:
         self._csv: Any = None
         self._greenlet: gevent.Greenlet | None = None
         self._stopped = False
+        self._stop = gevent.event.Event()
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -159,8 +161,12 @@ class ServerMetricsScraper:
         if self._stopped:
             return
         self._stopped = True
+        self._stop.set()
         if self._greenlet is not None:
-            self._greenlet.kill(block=True, timeout=self.timeout_s + 1.0)
+            # the scrape in flight finishes and is written (each is bounded by timeout_s); only a loop
+            # that still does not end is killed
+            self._greenlet.join(timeout=self.timeout_s + 2.0)
+            self._greenlet.kill(block=True, timeout=1.0)
         if self._file is not None:
             self._file.close()
             self._file = None
@@ -178,13 +184,13 @@ class ServerMetricsScraper:
         if not self.urls and not self._discover():
             return
         next_tick = time.monotonic()
-        while True:
+        while not self._stop.is_set():
             self.tick(time.time())
             next_tick += self.interval_s
             delay = next_tick - time.monotonic()
             if delay < 0:  # a tick ran long: start again from now rather than bunching up
                 next_tick, delay = time.monotonic(), 0.0
-            gevent.sleep(delay)
+            self._stop.wait(delay)
 
     def tick(self, t: float) -> None:
         """Scrape every endpoint once (in parallel), then write and fold in what came back."""
