@@ -31,7 +31,8 @@ from llmload.plugin.run_files import HISTORY_COLUMNS  # noqa: E402
 
 # What each column of PREFIX_requests.csv holds (docs/files.md). Keep in CSV_COLUMNS order.
 COLUMN_MEANINGS = {
-    "request_id": "the request's id, also sent as the `X-Request-Id` header",
+    "request_id": "the request's id (`w<worker index><8 hex>-<n>`: never read as a number), also sent "
+                  "as the `X-Request-Id` header",
     "start_time": "Unix epoch seconds at t0 (when the request was written)",
     "scenario": "the scenario (workload) name",
     "status": "one of the statuses in [Metrics](metrics.md#status-of-a-request)",

@@ -158,7 +158,8 @@ class LLMLoadPlugin:
 
     def next_request_id(self) -> str:
         if not self._request_prefix:
-            self._request_prefix = f"{self.worker_index}{random.getrandbits(32):08x}"
+            # a letter first: "0769103e-90" would read as a number in pandas or a spreadsheet
+            self._request_prefix = f"w{self.worker_index}{random.getrandbits(32):08x}"
         self._request_n += 1
         rid = f"{self._request_prefix}-{self._request_n}"
         self.role.announce(rid)

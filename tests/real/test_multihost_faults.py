@@ -78,7 +78,7 @@ def rows_of(*paths: str) -> pd.DataFrame:
 
 
 def owner(request_id: str) -> str:
-    return request_id.split("-")[0]  # "<worker index><8 hex>": one per worker process
+    return request_id.split("-")[0]  # "w<worker index><8 hex>": one per worker process
 
 
 def test_worker_killed_with_sigkill(tmp_path):

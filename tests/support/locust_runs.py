@@ -26,7 +26,7 @@ def run_locust(args: list[str], cwd, timeout: float = 120, boosted: bool = False
 
 
 def load_rows(prefix) -> pd.DataFrame:
-    return pd.read_csv(f"{prefix}_requests.csv", keep_default_na=False, na_values=[""])
+    return pd.read_csv(f"{prefix}_requests.csv", keep_default_na=False, na_values=[""], dtype={"request_id": str})
 
 
 def check_against_log(rows: pd.DataFrame, mock, expect_users: int) -> None:
