@@ -20,20 +20,25 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from llmload.metrics.slo import SLO, parse_slo
-from llmload.plugin.backoff import MODES as BACKOFF_MODES
-from llmload.plugin.backoff import BackoffPolicy
-from llmload.plugin.options import api_key_from_env, option
+from llmload.plugin.option_checks import (
+    ConfigError,
+    FaultSettings,
+    ServerMetricsSetup,
+    client_options,
+    fault_settings,
+    seconds_option,
+    server_metrics_setup,
+)
+from llmload.plugin.options import option
 from llmload.shapes.schedules import STOP_ACTIONS, parse_rates, parse_steps
 from llmload.shapes.search import MODES
 from llmload.transport import TRANSPORTS, ClientOptions
-from llmload.transport.connection import parse_headers, parse_query
-from llmload.wire.protocol import ENDPOINTS, ENV_PREFIX
+from llmload.wire.protocol import ENDPOINTS
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
 from llmload.workload.file.scenario import ScenarioSpec, is_scenario_file, load_scenario_cached, resolve_scenario_path
 from llmload.workload.synthetic import LengthRange
@@ -41,10 +46,6 @@ from llmload.workload.trace.read import TraceError
 from llmload.workload.trace.replay import selected_trace
 
 log = logging.getLogger("llmload")
-
-
-class ConfigError(ValueError):
-    """A run that cannot start; the message says what is wrong, where, and what to do."""
 
 
 @dataclass(frozen=True)
@@ -65,27 +66,6 @@ class UserSetup:
 
     def endpoint_for(self, workload_endpoint: str | None) -> str:
         return self.endpoint or workload_endpoint or self.class_endpoint
-
-
-@dataclass(frozen=True)
-class ServerMetricsSetup:
-    """Where and how often to read the server's Prometheus metrics (``--server-metrics*``)."""
-
-    urls: tuple[str, ...] = ()  # empty: probe the target host, unless off
-    interval_s: float = 2.0
-    off: bool = False
-PREFLIGHT_MODES = ("end", "wait", "off")
-
-
-@dataclass(frozen=True)
-class FaultSettings:
-    """What a run does when the server or the master misbehaves (--backoff*, --preflight*,
-    --master-lost-after)."""
-
-    backoff: BackoffPolicy = BackoffPolicy()
-    preflight: str = "end"
-    preflight_wait_s: float = 300.0
-    master_lost_after_s: float = 20.0
 
 
 @dataclass
@@ -246,35 +226,6 @@ def check_host(host: Any, where: str = "--host") -> None:
                           f"{hint}")
 
 
-def _seconds(environment: Any, key: str, default: float | None) -> float | None:
-    text = option(environment, key)
-    if text is None:
-        return default
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        value = -1.0
-    if not (value > 0 and value < float("inf")):
-        raise ConfigError(f"--{key.replace('_', '-')} {text!r}: expected seconds > 0")
-    return value
-
-
-def fault_settings(environment: Any) -> FaultSettings:
-    mode = option(environment, "backoff") or "on"
-    if mode not in BACKOFF_MODES:
-        raise ConfigError(f"--backoff {mode!r}: expected one of {', '.join(BACKOFF_MODES)}")
-    try:
-        policy = BackoffPolicy(_seconds(environment, "backoff_base_s", 0.5), _seconds(environment, "backoff_max_s",
-                                                                                      60.0), mode == "on")
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    preflight = option(environment, "preflight") or "end"
-    if preflight not in PREFLIGHT_MODES:
-        raise ConfigError(f"--preflight {preflight!r}: expected one of {', '.join(PREFLIGHT_MODES)}")
-    return FaultSettings(policy, preflight, _seconds(environment, "preflight_wait_s", 300.0),
-                         _seconds(environment, "master_lost_after", 20.0))
-
-
 def build_config(environment: Any, require_host: bool = False) -> RunConfig:
     """Check everything a run needs; raise ConfigError with the first problem."""
     classes = [c for c in (getattr(environment, "user_classes", None) or []) if getattr(c, "llmload_user", False)]
@@ -291,46 +242,13 @@ def build_config(environment: Any, require_host: bool = False) -> RunConfig:
             slos.append(parse_slo(text))
         except ValueError as e:
             raise ConfigError(str(e)) from None
-    timeout = _seconds(environment, "request_timeout", 600.0)
-    config = RunConfig(client=_client_options(environment, timeout), slos=slos, scenarios=[], environment=environment,
-                       server_metrics=_server_metrics(environment), faults=fault_settings(environment))
+    timeout = seconds_option(environment, "request_timeout", 600.0)
+    config = RunConfig(client=client_options(environment, timeout), slos=slos, scenarios=[], environment=environment,
+                       server_metrics=server_metrics_setup(environment), faults=fault_settings(environment))
     for cls in classes:
         config.setup_for(cls)
     _check_shape(environment, config.shape)
     return config
-
-
-def _client_options(environment: Any, timeout: float) -> ClientOptions:
-    """The connection settings; ``env:VAR`` header values are read here, in each process."""
-    try:
-        headers = parse_headers(option(environment, "header", []) or [])
-        query = parse_query(option(environment, "query", []) or [])
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    max_bytes_text = option(environment, "max_event_bytes")
-    max_bytes = 1 << 20
-    if max_bytes_text is not None:
-        try:
-            max_bytes = int(max_bytes_text)
-        except ValueError:
-            max_bytes = 0
-        if max_bytes < 1024:
-            raise ConfigError(f"--max-event-bytes {max_bytes_text!r}: expected a whole number of bytes >= 1024")
-    ca = option(environment, "ca_bundle")
-    if ca is not None and not os.path.isfile(ca):
-        raise ConfigError(f"--ca-bundle {ca}: no such file")
-    secret_texts = [t for t in option(environment, "header", []) or [] if t.partition(":")[2].strip().startswith(
-        ENV_PREFIX)]
-    api_key = api_key_from_env()
-    if api_key and ("\r" in api_key or "\n" in api_key):
-        raise ConfigError("LLMLOAD_API_KEY / OPENAI_API_KEY holds a line break (a newline at the end of a secret "
-                          "file?); remove it")
-    return ClientOptions(
-        api_key=api_key, api_key_header=option(environment, "api_key_header") or "Authorization",
-        headers=headers, query=query, ca_bundle=ca, insecure=bool(option(environment, "insecure")),
-        timeout=timeout, first_token_timeout=_seconds(environment, "first_token_timeout", None),
-        max_event_bytes=max_bytes, request_deadline=_seconds(environment, "request_deadline", None),
-        secrets=tuple(v for n, v in headers if any(t.partition(":")[0].strip() == n for t in secret_texts)))
 
 
 def _check_shape(environment: Any, shape: dict[str, Any]) -> None:
@@ -370,31 +288,3 @@ def _check_shape(environment: Any, shape: dict[str, Any]) -> None:
     lo, hi = (option(environment, k) or shape.get(k) for k in ("search_min", "search_max"))
     if lo is not None and hi is not None and not float(hi) > float(lo):
         raise ConfigError(f"search shape: --search-max {hi!r} must be above --search-min {lo!r}")
-
-
-def _server_metrics(environment: Any) -> ServerMetricsSetup:
-    urls = [str(u).strip() for u in option(environment, "server_metrics", []) or []]
-    for url in urls:
-        if not _is_http_url(url):
-            raise ConfigError(f"--server-metrics {url!r}: expected the http:// or https:// URL of a Prometheus "
-                              "metrics endpoint, e.g. http://127.0.0.1:8000/metrics")
-    off = bool(option(environment, "no_server_metrics"))
-    if off and urls:
-        raise ConfigError("--no-server-metrics and --server-metrics URL: pass one or the other")
-    text = option(environment, "server_metrics_interval", "2")
-    try:
-        interval = float(text)
-    except (TypeError, ValueError):
-        interval = -1.0
-    if not 0 < interval < float("inf"):
-        raise ConfigError(f"--server-metrics-interval {text!r}: expected seconds > 0, e.g. 2")
-    return ServerMetricsSetup(urls=tuple(urls), interval_s=interval, off=off)
-
-
-def _is_http_url(url: str) -> bool:
-    try:
-        parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018  (raises ValueError for a port that is not a number 0-65535)
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname) and not any(c.isspace() for c in url)

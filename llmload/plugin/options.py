@@ -87,7 +87,7 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                                  help="do not read the server's Prometheus metrics")),
     ("--server-metrics-interval", dict(default="2", metavar="S",
                                        help="seconds between two reads of the server's metrics (default 2)")),
-    # Overload and faults (issue 15): values checked in llmload.plugin.config like the rest.
+    # Overload and faults (issue 15): values checked in llmload.plugin.option_checks like the rest.
     ("--backoff", dict(default="", help="on (default): after 429, 503 or an unreachable server a user waits "
                                         "(Retry-After, else exponential backoff with jitter); off: never waits")),
     ("--backoff-base-s", dict(default="", help="first backoff wait in seconds (default 0.5; doubles per failure "

@@ -273,7 +273,8 @@ class ServerMetricsScraper:
 
 def start_scraper(setup: Any, host: str | None, csv_prefix: str | None) -> ServerMetricsScraper | None:
     """A running scraper for one test, or None when scraping is off or there is nowhere to look.
-    ``setup`` is the run's :class:`~llmload.plugin.config.ServerMetricsSetup` (``urls``, ``interval_s``, ``off``)."""
+    ``setup`` is the run's :class:`~llmload.plugin.option_checks.ServerMetricsSetup` (``urls``,
+    ``interval_s``, ``off``)."""
     if setup.off or not (setup.urls or host):
         return None
     path = files.path(csv_prefix, files.SERVER_METRICS) if csv_prefix else None

@@ -49,7 +49,8 @@ def run(server: LlamaServer, tmp_path, locustfile: str, *args: str, timeout: flo
     res = subprocess.run([*LOCUST, "-f", os.path.join(ROOT, "locustfiles", locustfile), "--host", server.url,
                           "--headless", "--csv", str(prefix), "--stop-timeout", "30", *args],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    (tmp_path / "locust.log").write_text(res.stdout + res.stderr)  # whole: a failure's cause is rarely at the end
+    assert res.returncode == 0, f"whole log: {tmp_path / 'locust.log'}\n" + res.stdout[-2000:] + res.stderr[-3000:]
     rows = pd.read_csv(f"{prefix}_requests.csv", keep_default_na=False, na_values=[""])
     after = server.metrics()
     assert len(rows) > 0
