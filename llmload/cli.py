@@ -169,7 +169,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from llmload.calibrate.command import CalibrateSettings, calibrate
+    from llmload.calibrate.command import CalibrateSettings, Tolerances, calibrate
 
     try:
         streams = tuple(int(x) for x in args.streams.split(",")) if args.streams else None
@@ -177,9 +177,16 @@ def _calibrate(args: argparse.Namespace) -> int:
         print(f"llmload calibrate: --streams {args.streams!r}: expected whole numbers, e.g. 64,256,1024",
               file=sys.stderr)
         return 2
+    try:
+        tol = Tolerances(ttft_error_ms=args.ttft_error_ms, itl_max_error_ms=args.itl_max_error_ms, share=args.share,
+                         max_stall_ms=args.max_stall_ms)
+    except ValueError as e:
+        print(f"llmload calibrate: {e}", file=sys.stderr)
+        return 2
     s = CalibrateSettings(processes=args.processes, input_tokens=args.input_tokens, output_tokens=args.output_tokens,
                           ttft_ms=args.ttft_ms, itl_ms=args.itl_ms, step_seconds=args.step_seconds,
-                          max_streams=args.max_streams, target_tps=args.target_tps, out=args.out or "")
+                          max_streams=args.max_streams, repeats=args.repeats, tolerances=tol,
+                          target_tps=args.target_tps, out=args.out or "")
     if streams:
         s.streams = streams
     try:
@@ -307,7 +314,8 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--no-archive", action="store_true", help="do not archive the cells")
     sweep.set_defaults(func=_sweep)
 
-    cal = sub.add_parser("calibrate", help="how much load one llmload process drives exactly on this machine")
+    cal = sub.add_parser("calibrate", help="how much load one llmload process drives on this machine within "
+                         "your tolerances")
     cal.add_argument("--processes", type=POSITIVE_INT, default=1, help="worker processes, as locust --processes "
                      "(default 1)")
     cal.add_argument("--input-tokens", default="512", help="prompt length: N or LOW-HIGH (default 512)")
@@ -316,15 +324,25 @@ def build_parser() -> argparse.ArgumentParser:
                      "(default 200)")
     cal.add_argument("--itl-ms", type=POSITIVE, default=20.0, help="the mock's time between tokens "
                      "(default 20)")
-    cal.add_argument("--streams", help="stream counts per process to try, e.g. 64,256,1024 (default: doubling "
-                     "from 32)")
+    cal.add_argument("--ttft-error-ms", type=POSITIVE, default=1.0, help="a request's TTFT may be off by this much "
+                     "(ms, default 1)")
+    cal.add_argument("--itl-max-error-ms", type=POSITIVE, default=2.0, help="a request's itl_max_ms may be off by "
+                     "this much (ms, default 2)")
+    cal.add_argument("--share", type=float, default=0.99, help="the share of requests that must be within both "
+                     "(default 0.99)")
+    cal.add_argument("--max-stall-ms", type=POSITIVE, help="also fail a step on an event-loop stall that used more "
+                     "CPU than this (ms; default: stalls are reported, and fail a step only through the tolerances)")
+    cal.add_argument("--repeats", type=POSITIVE_INT, default=3, help="runs per step; the step's figures are their "
+                     "medians (default 3)")
+    cal.add_argument("--streams", help="stream counts per process that bracket the limit, e.g. 64,256,1024 "
+                     "(default: doubling from 32); the limit is then bisected")
     cal.add_argument("--max-streams", type=POSITIVE_INT, default=4096, help="stop climbing here (default 4096)")
     cal.add_argument("--step-seconds", type=POSITIVE_SECONDS, default=10.0, help="steady state measured per step "
                      "(default 10)")
     cal.add_argument("--target-tps", type=POSITIVE, help="output tokens/s to reach: how many worker "
                      "processes it needs")
     cal.add_argument("--out", help="where the JSON goes (default ~/.cache/llmload/calibration.json, which later "
-                     "runs on this host read)")
+                     "runs on this host read); the curve's HTML page goes beside it (.html)")
     cal.set_defaults(func=_calibrate)
     return parser
 

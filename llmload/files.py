@@ -101,3 +101,12 @@ def of_run(file_path: str, run_id: str) -> str:
     ``runs/chat_run.<run_id>.json`` (the usual name always holds the latest test's)."""
     stem, dot, ext = file_path.rpartition(".")
     return f"{stem}.{run_id}.{ext}" if dot else f"{file_path}.{run_id}"
+
+
+CALIBRATION_PAGE = ".html"  # `llmload calibrate`'s curve as a page, beside its JSON
+
+
+def calibration_page(json_path: str) -> str:
+    """``~/.cache/llmload/calibration.json`` → ``~/.cache/llmload/calibration.html``."""
+    page = os.path.splitext(json_path)[0] + CALIBRATION_PAGE
+    return page if page != json_path else json_path + ".page" + CALIBRATION_PAGE

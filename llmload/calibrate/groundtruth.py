@@ -13,7 +13,7 @@ Usage::
     truth = read_truth("mock.jsonl")
     times = token_times(truth)
     tokens_between(times, a, b), streams_in_flight(truth, a, b)
-    errs = row_errors(rows, truth)           # {"ttft": [...], "itl_max": [...]}
+    errs = row_errors(rows, truth)           # {"ttft": [...], "itl_max": [...], "pairs": [...], ...}
 """
 
 from __future__ import annotations
@@ -65,8 +65,13 @@ def true_itl_max_ms(times: list[float]) -> float | None:
 def row_errors(rows: Iterable[dict[str, Any]], truth: dict[str, dict[str, Any]], since_unix: float | None = None,
                until_unix: float | None = None) -> dict[str, list[float]]:
     """TTFT and itl_max_ms errors (ms) of the ok rows (dicts keyed by CSV column, as csv.DictReader
-    gives them) whose request started in [since, until)."""
-    ttft, itl_max = [], []
+    gives them) whose request started in [since, until); ``pairs``: (TTFT error, itl_max error or
+    None) per request, for judging each request against the tolerances; ``coalesced_reads`` and
+    ``tokens``: their sums over those requests (the share of reads that carried several tokens)."""
+    ttft: list[float] = []
+    itl_max: list[float] = []
+    pairs: list[tuple[float, float | None]] = []
+    coalesced = tokens = 0
     for r in rows:
         if r["status"] != "ok":
             continue
@@ -76,12 +81,18 @@ def row_errors(rows: Iterable[dict[str, Any]], truth: dict[str, dict[str, Any]],
         e = truth.get(r["request_id"])
         if not e or e.get("first_token_mono") is None:
             continue
-        if r["ttft_ms"] not in ("", None):
-            ttft.append(float(r["ttft_ms"]) - (e["first_token_mono"] - e["arrival_mono"]) * 1000.0)
+        if r["ttft_ms"] in ("", None):
+            continue
+        ttft.append(float(r["ttft_ms"]) - (e["first_token_mono"] - e["arrival_mono"]) * 1000.0)
         truth_max = true_itl_max_ms(e.get("token_mono") or [])
+        itl_err = None
         if truth_max is not None and r["itl_max_ms"] not in ("", None):
-            itl_max.append(float(r["itl_max_ms"]) - truth_max)
-    return {"ttft": ttft, "itl_max": itl_max}
+            itl_err = float(r["itl_max_ms"]) - truth_max
+            itl_max.append(itl_err)
+        pairs.append((ttft[-1], itl_err))
+        coalesced += int(r.get("coalesced_reads") or 0)
+        tokens += int(r.get("completion_tokens") or 0)
+    return {"ttft": ttft, "itl_max": itl_max, "pairs": pairs, "coalesced_reads": coalesced, "tokens": tokens}
 
 
 def pct(values: list[float], q: float) -> float | None:

@@ -10,6 +10,7 @@ Usage::
 
     health = ClientHealth(); health.start()
     health.tokens += 128   # per finished request (the plugin does it)
+    health.coalesced += 2  # its reads that carried several tokens
     health.take(streams=7)   # -> {"cpu": 37.5, "lag_p90_ms": 0.4, ..., "limited": False, "cause": "", "advice": ""}
 """
 
@@ -34,6 +35,7 @@ class ClientHealth:
     def __init__(self, calibration: Calibration | None = None) -> None:
         self.calibration = calibration
         self.tokens = 0  # output tokens of finished requests since the last take
+        self.coalesced = 0  # ... and their reads that carried several tokens (gaps that cannot be known)
         self._lags: list[float] = []
         self._cpu0 = time.process_time()
         self._wall0 = time.monotonic()
@@ -45,7 +47,7 @@ class ClientHealth:
         if self._greenlet is None or self._greenlet.dead:
             self._cpu0, self._wall0 = time.process_time(), time.monotonic()
             self._lags = []
-            self.tokens = 0
+            self.tokens = self.coalesced = 0
             self.machine.start()
             self.stalls.start()
             self.stalls.take()
@@ -79,6 +81,7 @@ class ClientHealth:
         self._cpu0, self._wall0 = cpu1, wall1
         lags, self._lags = sorted(self._lags), []
         tokens, self.tokens = self.tokens, 0
+        coalesced, self.coalesced = self.coalesced, 0
         stalls: StallStats = self.stalls.take()
 
         def pct(q: float) -> float:
@@ -87,6 +90,7 @@ class ClientHealth:
         sample: dict[str, Any] = {
             "cpu": round(cpu, 1), "lag_p90_ms": round(pct(0.90), 2), "lag_p99_ms": round(pct(0.99), 2),
             "lag_max_ms": round(lags[-1], 2) if lags else 0.0, "tps": round(tokens / wall, 1),
+            "coalesced_share": round(coalesced / tokens, 5) if tokens else None,
             "streams": streams, "stalls_over_2ms": stalls.count, "stall_max_ms": round(stalls.max_ms, 2),
             "stall_cpu_max_ms": round(stalls.max_cpu_ms, 2), "stall_culprit": stalls.top_culprit(),
             "stalls": stalls.to_wire(), **self.machine.take(cpu),

@@ -3,14 +3,18 @@ sample, which :class:`llmload.health.sampler.ClientHealth` takes in each process
 
 Over each report interval a process is *client-limited* when its CPU use is above ``CPU_LIMIT`` % of
 a core, its loop lag p90 is above ``LAG_LIMIT_MS`` (a sustained lag, not one stall such as building
-prompts when users start), or it streams more tokens/s than ``llmload calibrate`` measured this
-machine can time exactly; except when errors dominate (:func:`errors_dominate`): then the server's
-failures come first and the client is not blamed. The *cause* decides the advice:
+prompts when users start), or, with a calibration of this host, it streams more tokens/s than
+``llmload calibrate`` found one process keeps within the tolerances, or its own signals (loop lag,
+stall CPU, coalesced-read share) pass what the calibration's curve allows at its load
+(:meth:`~llmload.health.calibration.Calibration.signals_over`); except when errors dominate
+(:func:`errors_dominate`): then the server's failures come first and the client is not blamed.
+The *cause* decides the advice:
 
 * ``process``: this process is busy: add worker processes (``--processes``);
 * ``machine``: the machine is busy (steal, a run queue longer than the cores, or other processes
   on this process's cores) while this process is not: free the machine; more processes will not help;
-* ``calibrated``: above the calibrated rate per process: add worker processes;
+* ``calibrated``: above the calibrated rate per process, or signals past the curve's allowance at
+  this load; the advice names the tolerance the calibration was made for: add worker processes;
 * ``stalls``: the loop stalls though neither this process nor the machine is busy: the stall's
   culprit says what blocks it.
 
@@ -59,7 +63,9 @@ def machine_busy(s: dict[str, Any]) -> bool:
 
 def verdict(s: dict[str, Any], cal: Calibration | None = None) -> tuple[bool, str, str]:
     """(limited, cause, advice) for one interval's sample. Pure."""
-    over_cal = cal is not None and cal.exceeded_by(s.get("tps"), s.get("streams"))
+    over_rate = cal is not None and cal.exceeded_by(s.get("tps"), s.get("streams"))
+    over_signals = cal.signals_over(s) if cal is not None and not over_rate else []
+    over_cal = over_rate or bool(over_signals)
     if not (is_limited(s["cpu"], s["lag_p90_ms"]) or over_cal):
         return False, "", ""
     if s["cpu"] <= CPU_LIMIT and machine_busy(s):
@@ -74,10 +80,15 @@ def verdict(s: dict[str, Any], cal: Calibration | None = None) -> tuple[bool, st
                                 "(--processes)"
     if over_cal:
         assert cal is not None
+        within = f" within {cal.tolerance}" if cal.tolerance else " exactly"
+        if over_rate:
+            return True, "calibrated", (
+                f"above what `llmload calibrate` measured one process can time{within} on this machine "
+                f"({cal.max_tps:.0f} tok/s, {cal.max_streams} streams; now {s.get('tps') or 0:.0f} tok/s, "
+                f"{s.get('streams') or 0} streams): add worker processes (--processes)")
         return True, "calibrated", (
-            f"above what `llmload calibrate` measured one process can time exactly on this machine "
-            f"({cal.max_tps:.0f} tok/s, {cal.max_streams} streams; now {s.get('tps') or 0:.0f} tok/s, "
-            f"{s.get('streams') or 0} streams): add worker processes (--processes)")
+            f"{', '.join(over_signals)}: past what `llmload calibrate` allows at {s.get('streams') or 0} streams "
+            f"for timing{within}: add worker processes (--processes), or find what blocks the loop")
     culprit = s.get("stall_culprit") or "unknown"
     return True, "stalls", (f"the event loop stalls (max {s.get('stall_max_ms') or 0:.1f} ms, mostly {culprit}) while "
                             "neither this process nor the machine is busy: that work blocks the loop")

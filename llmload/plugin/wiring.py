@@ -203,6 +203,7 @@ class LLMLoadPlugin:
                 stats.get(name, "TPOT").log(rec.tpot_ms, 0)
         self.stats.add(rec, track_delta=True)
         self.health.tokens += rec.completion_tokens or 0
+        self.health.coalesced += rec.coalesced_reads
         self.pending_rows.append(rec.row())
 
     def record_task(self, task: TaskRecord) -> None:

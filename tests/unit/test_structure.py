@@ -34,7 +34,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "shapes": {"wire", "net", "metrics", "files", "health"},
     "plugin": {"wire", "net", "metrics", "files", "transport", "workload", "server_metrics", "health", "shapes",
                "__init__"},
-    "calibrate": {"wire", "net", "metrics", "files", "transport", "workload", "health", "mock", "__init__"},
+    "calibrate": {"wire", "net", "metrics", "files", "transport", "workload", "health", "shapes", "mock", "__init__"},
     "demo": {"files", "mock", "report", "__init__"},
     "sweep": {"files", "metrics", "workload", "report", "__init__"},
     "argtypes": set(),
