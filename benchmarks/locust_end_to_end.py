@@ -12,13 +12,17 @@ tokens left in any interval (both are CLOCK_MONOTONIC). It prints, per user coun
 * steady state: from then until one second before the run time ends: tokens/s, streams actually
   in flight, tokens per client CPU-second;
 * whole run (start-up and stop included): tokens per client CPU-second (CPU from wait4);
-* accuracy against the mock's log (llmload/calibrate/groundtruth.py): TTFT error and `itl_max_ms` error;
+* accuracy against the mock's log (llmload/calibrate/groundtruth.py): TTFT error and `itl_max_ms` error,
+  and the share of steady-state requests within the tolerances (`--ttft-error-ms`, `--itl-max-error-ms`,
+  `--share`, as `llmload calibrate`'s; `--calibration FILE` takes them and the user count from a
+  calibration: its limit), and whether that share meets `--share`;
 * the client's event-loop stalls over 2 ms in the steady state (its PREFIX_llm_history.csv) and
   over the whole run (the summary's `client:` line), with the load average at the start and the end:
   other work on the machine makes every figure noisy.
 
     python benchmarks/locust_end_to_end.py                       # 256 and 1,024 users, 30 s each
     python benchmarks/locust_end_to_end.py --users 1024 --seconds 20
+    python benchmarks/locust_end_to_end.py --calibration ~/.cache/llmload/calibration.json   # at its limit
 """
 
 from __future__ import annotations
@@ -36,11 +40,12 @@ sys.path.insert(0, ROOT)
 
 from llmload.calibrate import groundtruth as gt  # noqa: E402
 from llmload.calibrate.locust_run import run_locust, write_locustfile  # noqa: E402
+from llmload.calibrate.tolerance import Tolerances, accuracy  # noqa: E402
 from llmload.mock.launch import start_mock_process, stop_mock_process  # noqa: E402
 
 
 def run_once(users: int, seconds: float, itl_ms: float, ttft_ms: float, input_tokens: int, output_tokens: int,
-             workdir: str, spread: bool = True) -> dict:
+             workdir: str, spread: bool = True, tol: Tolerances | None = None) -> dict:
     log_path = os.path.join(workdir, f"truth-{users}.jsonl")
     lf = write_locustfile(os.path.join(workdir, "bench_locustfile.py"), input_tokens, output_tokens)
     two_cores = (os.cpu_count() or 1) > 1
@@ -78,6 +83,13 @@ def run_once(users: int, seconds: float, itl_ms: float, ttft_ms: float, input_to
     out["itl_max_off_2ms"] = (sum(abs(x) > 2.0 for x in errs["itl_max"]) / len(errs["itl_max"])
                               if errs["itl_max"] else None)
     out["requests_ok"] = len(errs["ttft"])
+    with open(f"{run.prefix}_requests.csv", newline="") as f:  # the steady state, as calibrate measures it
+        steady = gt.row_errors(csv.DictReader(f), truth, steady_from + time.time() - time.monotonic(),
+                               steady_to + time.time() - time.monotonic())
+    tol = tol or Tolerances()
+    out["tolerance"] = tol.describe()
+    out["steady_accuracy"] = accuracy(steady["pairs"], tol)
+    out["meets"] = (out["steady_accuracy"]["share"] or 0.0) >= tol.share
     out["stalls"] = next((x.strip() for x in run.output if x.startswith("client: ") and "stall" in x), "")
     out["limited"] = run.line("CLIENT-LIMITED")[:400]
     to_unix = time.time() - time.monotonic()
@@ -104,6 +116,11 @@ def report(r: dict) -> None:
         print(f"  accuracy      {r['requests_ok']} ok requests: TTFT error p50 {r['ttft_err_ms'][0]:.3f} ms, "
               f"p99 {r['ttft_err_ms'][1]:.3f} ms; itl_max error p50 {r['itl_max_err_ms'][0]:.3f} ms, "
               f"p99 {r['itl_max_err_ms'][1]:.3f} ms, {r['itl_max_off_2ms'] * 100:.1f} % of requests off by > 2 ms")
+    a = r["steady_accuracy"]
+    if a["share"] is not None:
+        print(f"  tolerances    {r['tolerance']}: {a['share'] * 100:.2f} % of {a['requests']} steady-state requests "
+              f"within (TTFT {a['ttft_share'] * 100:.2f} %, itl_max {(a['itl_max_share'] or 0) * 100:.2f} %): "
+              + ("meets them" if r["meets"] else "does NOT meet them"))
     st = r["steady_stalls"]
     print(f"  steady-state loop stalls over 2 ms: {st['stalls']} in {st['intervals']} intervals of 2 s, longest "
           f"{st['max_ms']:.1f} ms, at most {st['max_cpu_ms']:.1f} ms of it CPU")
@@ -123,13 +140,26 @@ def main() -> None:
     ap.add_argument("--output-tokens", type=int, default=128)
     ap.add_argument("--spawn-all-at-once", action="store_true", help="start every user within a second instead of "
                     "over one request's duration (users then stay in step with the fixed mock)")
+    ap.add_argument("--ttft-error-ms", type=float, default=1.0)
+    ap.add_argument("--itl-max-error-ms", type=float, default=2.0)
+    ap.add_argument("--share", type=float, default=0.99)
+    ap.add_argument("--calibration", metavar="FILE", help="run at this calibration's limit, with its tolerances")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = ap.parse_args()
+    tol = Tolerances(args.ttft_error_ms, args.itl_max_error_ms, args.share)
+    users_list = [int(u) for u in args.users.split(",")]
+    if args.calibration:
+        with open(os.path.expanduser(args.calibration)) as fh:
+            cal = json.load(fh)
+        tol = Tolerances(**cal["tolerances"])
+        users_list = [int(cal["per_process"]["max_streams"])]
+        print(f"at the calibrated limit: {users_list[0]} streams, {cal['per_process']['max_tps']:,.0f} tok/s "
+              f"({cal['tolerance']})")
     results = []
-    for users in (int(u) for u in args.users.split(",")):
+    for users in users_list:
         with tempfile.TemporaryDirectory() as d:
             r = run_once(users, args.seconds, args.itl_ms, args.ttft_ms, args.input_tokens, args.output_tokens, d,
-                         spread=not args.spawn_all_at_once)
+                         spread=not args.spawn_all_at_once, tol=tol)
         results.append(r)
         report(r)
     if args.json:

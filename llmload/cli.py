@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from llmload import __version__
-from llmload.argtypes import POSITIVE, POSITIVE_INT, POSITIVE_SECONDS
+from llmload.argtypes import POSITIVE, POSITIVE_INT, POSITIVE_SECONDS, number
 
 
 def _mock(args: argparse.Namespace) -> int:
@@ -328,7 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "(ms, default 1)")
     cal.add_argument("--itl-max-error-ms", type=POSITIVE, default=2.0, help="a request's itl_max_ms may be off by "
                      "this much (ms, default 2)")
-    cal.add_argument("--share", type=float, default=0.99, help="the share of requests that must be within both "
+    share = number(above=0, at_most=1, noun="a share of requests")
+    cal.add_argument("--share", type=share, default=0.99, help="the share of requests that must be within both "
                      "(default 0.99)")
     cal.add_argument("--max-stall-ms", type=POSITIVE, help="also fail a step on an event-loop stall that used more "
                      "CPU than this (ms; default: stalls are reported, and fail a step only through the tolerances)")
@@ -337,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--streams", help="stream counts per process that bracket the limit, e.g. 64,256,1024 "
                      "(default: doubling from 32); the limit is then bisected")
     cal.add_argument("--max-streams", type=POSITIVE_INT, default=4096, help="stop climbing here (default 4096)")
-    cal.add_argument("--step-seconds", type=POSITIVE_SECONDS, default=10.0, help="steady state measured per step "
+    cal.add_argument("--step-seconds", type=POSITIVE_SECONDS, default=10.0, help="steady state measured per repeat "
                      "(default 10)")
     cal.add_argument("--target-tps", type=POSITIVE, help="output tokens/s to reach: how many worker "
                      "processes it needs")
