@@ -199,3 +199,16 @@ def test_the_live_verdict_uses_the_curve_and_names_the_tolerance():
     assert limited and cause == "calibrated" and "25600 tok/s" in advice
     old = from_dict({**v2(), "version": 1})
     assert not verdict(sample(lag_p90_ms=15.0, stall_cpu_max_ms=30.0), old)[0]  # old behaviour: the rate only
+
+
+def test_processes_scale_when_each_streams_what_one_alone_does():
+    from llmload.calibrate.command import scaling_of
+
+    together = [step(256, tps_per_process=9_000.0)]
+    sc = scaling_of(together, step(256, tps_per_process=10_000.0), 256, 2)
+    assert sc["share"] == 0.9 and sc["scales"] and sc["tps_one_process"] == 10_000.0
+    assert not scaling_of(together, step(256, tps_per_process=12_000.0), 256, 2)["scales"]
+    climb = {"limit": 256, "limit_found": True, "limited_by": "client", "confirmed": True, "levels": []}
+    r = build_result(CalibrateSettings(processes=2), together, [0, 1], climb, sc)
+    assert "--processes 2: 9,000 tok/s per process together at 256 streams each, 90 % of one process alone " \
+           "(10,000 tok/s): they scale" in summary_lines(r)
