@@ -14,7 +14,7 @@ import html
 import math
 from typing import Any
 
-W, H = 600, 300
+W, H = 580, 300  # two a row inside 1,280 px, a scroll bar included
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 34, 58
 ERROR_FLOOR_MS = 0.001  # the error axis is logarithmic: a perfect 0 is drawn here
 
@@ -71,7 +71,7 @@ def _chart(title: str, points: list[dict[str, Any]], key: str, log: bool, line: 
     if limit > 0:
         lx = x(limit)
         out.append(f'<line x1="{lx:.1f}" y1="{TOP}" x2="{lx:.1f}" y2="{H - BOTTOM}" class="lim"/>'
-                   f'<text x="{lx + 4:.1f}" y="{TOP + 12}" class="ll">limit {limit}</text>')
+                   f'<text x="{lx + 4:.1f}" y="{H - BOTTOM - 6}" class="ll">limit {limit}</text>')
     path = " ".join(f"{x(p['streams']):.1f},{y(p[key] * scale):.1f}" for p in pts)
     out.append(f'<polyline points="{path}" class="c"/>')
     for p in pts:
