@@ -6,7 +6,8 @@
    least one stream): the limit is then known to ~12 %, inside the run-to-run noise.
 3. **Confirm**: the limit is measured once more. When the confirmation fails, the highest level
    below it that passed is confirmed instead (at most ``MAX_FALLBACKS`` times), so the limit
-   printed is one that passed twice.
+   printed is one that passed twice; a confirmation that failed through the mock or the machine
+   leaves the limit, not confirmed.
 
 A failed step that says nothing about the client (the mock could not go faster, other processes
 kept the client's cores busy) ends the bracket: the limit is then a lower bound.
@@ -93,7 +94,7 @@ class Climb:
         self._next = None
         self.history.append(Level(streams, kind, ok))
         if kind == "confirm":
-            self._confirmed(ok)
+            self._confirmed(ok, cause)
             return
         if ok:
             self.limit = max(self.limit, streams)
@@ -114,13 +115,14 @@ class Climb:
                 self._bisection = Bisection(lo, streams, max(1, round(lo * PRECISION_SHARE)), integer=True)
             self._index = len(self.plan)
 
-    def _confirmed(self, ok: bool) -> None:
+    def _confirmed(self, ok: bool, cause: str = "client") -> None:
         if ok:
             self.confirmed = True
             self._done = True
             return
         below = [x.streams for x in self.history if x.ok and x.streams < self.limit]
-        if below and self._fallbacks < MAX_FALLBACKS:
+        # a confirmation the mock or the machine failed says nothing about the client: not confirmed
+        if below and self._fallbacks < MAX_FALLBACKS and cause == "client":
             self._fallbacks += 1
             self.limit = max(below)
             self.confirmed = None  # confirm the next one down

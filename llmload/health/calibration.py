@@ -11,7 +11,7 @@ Usage::
 
     cal = load_calibration()                    # --calibration / LLMLOAD_CALIBRATION, else the default path
     if cal is not None and cal.exceeded_by(tps=52_000, streams=1_100): ...
-    cal.signals_over({"lag_p90_ms": 21.0, "stall_cpu_max_ms": 30.0, "streams": 64})  # ["event-loop lag p90 ...", ...]
+    cal.signals_over({"lag_p90_ms": 21.0, "stall_cpu_max_ms": 30.0, "streams": 64})  # {"lag_p90_ms": "event-loop ..."}
     save_calibration(result_dict, path)
 """
 
@@ -89,11 +89,11 @@ class Calibration:
             out[key] = max(MARGIN * max(seen, default=0.0), floor)
         return out
 
-    def signals_over(self, sample: dict[str, Any]) -> list[str]:
-        """The sample's signals above what the curve allows at its load, in words, when they say the
-        timing left the tolerances: the coalesced-read share alone (it is the loss itself: gaps that
-        cannot be known), or any two of the three (one stall alone raises the stall CPU only). []
-        when not."""
+    def signals_over(self, sample: dict[str, Any]) -> dict[str, str]:
+        """The sample's signals above what the curve allows at its load (sample key → in words), when
+        they say the timing left the tolerances: the coalesced-read share alone (it is the loss
+        itself: gaps that cannot be known), or any two of the three (one stall alone raises the stall
+        CPU only). {} when not."""
         allowed = self.allowance(sample.get("streams"))
         over: dict[str, str] = {}
         for key, _, label, _ in SIGNALS:
@@ -101,7 +101,7 @@ class Calibration:
             if key in allowed and v is not None and v > allowed[key]:
                 fmt = (lambda x: f"{x * 100:.1f} %") if key == "coalesced_share" else (lambda x: f"{x:.1f} ms")
                 over[key] = f"{label} {fmt(v)} > {fmt(allowed[key])}"
-        return list(over.values()) if "coalesced_share" in over or len(over) >= 2 else []
+        return over if "coalesced_share" in over or len(over) >= 2 else {}
 
 
 def _curve(data: dict[str, Any]) -> tuple[CurvePoint, ...]:

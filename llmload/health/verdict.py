@@ -64,11 +64,14 @@ def machine_busy(s: dict[str, Any]) -> bool:
 def verdict(s: dict[str, Any], cal: Calibration | None = None) -> tuple[bool, str, str]:
     """(limited, cause, advice) for one interval's sample. Pure."""
     over_rate = cal is not None and cal.exceeded_by(s.get("tps"), s.get("streams"))
-    over_signals = cal.signals_over(s) if cal is not None and not over_rate else []
+    over_signals = cal.signals_over(s) if cal is not None and not over_rate else {}
     over_cal = over_rate or bool(over_signals)
     if not (is_limited(s["cpu"], s["lag_p90_ms"]) or over_cal):
         return False, "", ""
-    if s["cpu"] <= CPU_LIMIT and machine_busy(s):
+    # Stall CPU is this process's own work inside one loop turn: a busy machine stretches turns, it
+    # does not fill them, so a stall CPU past the curve is the client's even on a busy machine.
+    own_stalls = "stall_cpu_max_ms" in over_signals
+    if s["cpu"] <= CPU_LIMIT and machine_busy(s) and not own_stalls:
         rq = s.get("run_queue")
         return True, "machine", (
             f"the machine is busy, not this process (other processes {s.get('others_cpu') or 0:.0f} % of a core on "
@@ -87,8 +90,9 @@ def verdict(s: dict[str, Any], cal: Calibration | None = None) -> tuple[bool, st
                 f"({cal.max_tps:.0f} tok/s, {cal.max_streams} streams; now {s.get('tps') or 0:.0f} tok/s, "
                 f"{s.get('streams') or 0} streams): add worker processes (--processes)")
         return True, "calibrated", (
-            f"{', '.join(over_signals)}: past what `llmload calibrate` allows at {s.get('streams') or 0} streams "
-            f"for timing{within}: add worker processes (--processes), or find what blocks the loop")
+            f"{', '.join(over_signals.values())}: past what `llmload calibrate` allows at "
+            f"{s.get('streams') or 0} streams for timing{within}: add worker processes (--processes), "
+            "or find what blocks the loop")
     culprit = s.get("stall_culprit") or "unknown"
     return True, "stalls", (f"the event loop stalls (max {s.get('stall_max_ms') or 0:.1f} ms, mostly {culprit}) while "
                             "neither this process nor the machine is busy: that work blocks the loop")

@@ -81,8 +81,6 @@ def test_below_the_limit_is_not_client_limited_a_stalled_loop_is(tmp_path, mock_
     limited = hist[hist["client_limited"].astype(str) == "True"]
     causes = {c for c in limited["client_cause"].dropna() for c in str(c).split(",") if c}
     assert len(limited) >= 1 and causes, out[-3000:]
-    # the curve's verdict, unless a busy machine took precedence in every limited interval
-    assert "calibrated" in causes or causes == {"machine"}, causes
-    assert "CLIENT-LIMITED" in out
-    if "calibrated" in causes:
-        assert f"within {TOL.describe()}" in out, out[-3000:]
+    # the curve's verdict, even on a busy machine: the stalls' CPU is this process's own
+    assert "calibrated" in causes, (causes, out[-3000:])
+    assert "CLIENT-LIMITED" in out and f"within {TOL.describe()}" in out, out[-3000:]

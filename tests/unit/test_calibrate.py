@@ -60,6 +60,11 @@ def test_a_failed_confirmation_falls_back_to_the_next_level_that_passed():
     # knee 300: the confirmation of 288 (the 9th measurement) fails: 256 is confirmed instead
     c, seen = climb_against(300, fails={8})
     assert seen[-2:] == [(288, "confirm"), (256, "confirm")] and c.limit == 256 and c.confirmed
+    c = Climb([8, 16])
+    for ok, cause in ((True, "client"), (True, "client"), (False, "machine")):  # the confirmation: the machine's
+        c.next_level()
+        c.record(ok, cause)
+    assert c.next_level() is None and c.limit == 16 and c.confirmed is False
 
 
 def test_the_mock_or_the_machine_ends_the_bracket_with_a_lower_bound():
@@ -175,10 +180,11 @@ def test_the_curve_allows_at_a_load_what_held_up_to_it():
     assert cal.allowance(32) == {"lag_p90_ms": 5.0, "stall_cpu_max_ms": 5.0, "coalesced_share": 0.02}  # floors
     assert cal.allowance(100) == {"lag_p90_ms": 6.0, "stall_cpu_max_ms": 6.0, "coalesced_share": 0.02}
     assert cal.allowance(5000)["lag_p90_ms"] == 9.0  # past the limit: the limit's (the rate judges it)
-    assert cal.signals_over({"streams": 100, "lag_p90_ms": 1.0, "stall_cpu_max_ms": 30.0}) == []  # one stall
+    assert cal.signals_over({"streams": 100, "lag_p90_ms": 1.0, "stall_cpu_max_ms": 30.0}) == {}  # one stall
     over = cal.signals_over({"streams": 100, "lag_p90_ms": 20.0, "stall_cpu_max_ms": 30.0})
-    assert over == ["event-loop lag p90 20.0 ms > 6.0 ms", "stall CPU 30.0 ms > 6.0 ms"]
-    assert cal.signals_over({"streams": 100, "coalesced_share": 0.1}) == ["coalesced-read share 10.0 % > 2.0 %"]
+    assert list(over.values()) == ["event-loop lag p90 20.0 ms > 6.0 ms", "stall CPU 30.0 ms > 6.0 ms"]
+    assert cal.signals_over({"streams": 100, "coalesced_share": 0.1}) == {
+        "coalesced_share": "coalesced-read share 10.0 % > 2.0 %"}
     assert from_dict({**v2(), "version": 1}).curve == ()  # a version 1 file: the rate alone
 
 
@@ -195,6 +201,10 @@ def test_the_live_verdict_uses_the_curve_and_names_the_tolerance():
     limited, cause, advice = verdict(sample(lag_p90_ms=15.0, stall_cpu_max_ms=30.0), cal)
     assert limited and cause == "calibrated" and "at 100 streams" in advice
     assert "within TTFT error <= 1 ms and itl_max error <= 2 ms for 99 % of requests" in advice
+    # a busy machine does not fill loop turns with this process's CPU: the stalls are still the client's
+    busy = sample(lag_p90_ms=15.0, stall_cpu_max_ms=30.0, run_queue=5.0)
+    assert verdict(busy, cal)[1] == "calibrated"
+    assert verdict({**busy, "lag_p90_ms": 25.0, "stall_cpu_max_ms": 1.0}, cal)[1] == "machine"
     limited, cause, advice = verdict(sample(tps=30_000.0), cal)
     assert limited and cause == "calibrated" and "25600 tok/s" in advice
     old = from_dict({**v2(), "version": 1})
