@@ -21,7 +21,7 @@ import time
 
 from tests.support.locust_runs import CHAT, LOCUST
 from tests.support.multihost import MASTER_PORT, MOCK_PORT, PY, read_log, topology
-from tests.support.netns import wait_for_text
+from tests.support.netns import SPAWNED, wait_for_text
 from tests.support.processes import ROOT
 
 SECRETS = {
@@ -106,7 +106,7 @@ def test_secrets_appear_nowhere_but_on_the_way_to_the_server(tmp_path):
         workers = [topo.popen(w, [*LOCUST, "-f", CHAT, "--worker", "--master-host", topo.addr("master"),
                                   "--master-port", str(MASTER_PORT), "--loglevel", "DEBUG"], env=env, cwd=tmp_path)
                    for w in ("w1", "w2")]
-        wait_for_text(master.log_path, "All users spawned", 60, master)
+        wait_for_text(master.log_path, SPAWNED, 60, master)
         time.sleep(4)  # a few reports and live samples
         base = f"http://{topo.addr('master')}:{WEB_PORT}"
         pages = topo.run("w1", [PY, "-c", FETCH, base, *PAGES], timeout=60).stdout

@@ -17,7 +17,9 @@ from typing import Any
 from llmload.metrics.slo import SLO, parse_slo
 from llmload.wire.protocol import ENDPOINTS, ENV_PREFIX, parse_header
 from llmload.wire.redact import is_secret_name
+from llmload.workload.call_graph import GraphSpec
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
+from llmload.workload.file.graph_section import parse_graph
 from llmload.workload.file.sections_production import (
     parse_agent,
     parse_images,
@@ -79,12 +81,15 @@ def parse_prefix(ctx: Ctx, raw: Any, path: str) -> tuple[PrefixGroup, ...]:
     return tuple(groups)
 
 
-def parse_session(ctx: Ctx, raw: Any, path: str) -> SessionSpec | AgentSpec:
-    """``session: {turns, think_time_s}`` (chat turns), or ``{kind: agent, ...}`` (tool loops)."""
+def parse_session(ctx: Ctx, raw: Any, path: str) -> SessionSpec | AgentSpec | GraphSpec:
+    """``session: {turns, think_time_s}`` (chat turns), ``{kind: agent, ...}`` (tool loops) or
+    ``{kind: graph, ...}`` (call graphs)."""
     if isinstance(raw, dict) and raw.get("kind") == "agent":
         return parse_agent(ctx, raw, path)
+    if isinstance(raw, dict) and raw.get("kind") == "graph":
+        return parse_graph(ctx, raw, path)
     s = keys(ctx, raw, path, {"kind", "turns", "think_time_s"})
-    choice(ctx, s, "kind", path, ("chat", "agent"), "chat")
+    choice(ctx, s, "kind", path, ("chat", "agent", "graph"), "chat")
     turns = distribution(ctx, s, "turns", path, minimum=1) or parse_distribution(3, "turns", minimum=1)
     think = distribution(ctx, s, "think_time_s", path, integer=False) or parse_distribution(0, "think", integer=False)
     return SessionSpec(turns=turns, think_time_s=think)
@@ -171,14 +176,15 @@ def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str)
         raise ctx.error(f"{path}.ignore_eos", f"expected true or false, got {d['ignore_eos']!r}")
     session = parse_session(ctx, d["session"], f"{path}.session") if "session" in d else None
     agent = session if isinstance(session, AgentSpec) else None
+    graph = session if isinstance(session, GraphSpec) else None
     session = session if isinstance(session, SessionSpec) else None
     dataset = parse_dataset(ctx, d["dataset"], f"{path}.dataset", base_dir) if "dataset" in d else None
     arrival = parse_arrival(ctx, d["arrival"], f"{path}.arrival") if "arrival" in d else ArrivalSpec("closed")
-    if (session is not None or agent is not None) and arrival.mode == "open":
+    if (session is not None or agent is not None or graph is not None) and arrival.mode == "open":
         raise ctx.error(f"{path}.arrival", "open-loop arrivals and multi-turn sessions do not mix: a session's "
                         "next turn waits for the reply")
     trace = parse_trace_section(ctx, d["trace"], f"{path}.trace", base_dir) if "trace" in d else None
-    _check_combinations(ctx, d, path, endpoint, trace is not None, agent is not None)
+    _check_combinations(ctx, d, path, endpoint, trace is not None, agent is not None or graph is not None)
     inp = distribution(ctx, d, "input_tokens", path)
     out = distribution(ctx, d, "output_tokens", path, minimum=1)
     given_lengths = dataset is not None or trace is not None
@@ -204,6 +210,7 @@ def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str)
         trace=trace,
         images=parse_images(ctx, d["images"], f"{path}.images") if "images" in d else None,
         agent=agent,
+        graph=graph,
         response_format=parse_response_format(ctx, d["response_format"], f"{path}.response_format")
         if "response_format" in d else None,
     )

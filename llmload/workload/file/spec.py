@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmload.metrics.slo import SLO
+from llmload.workload.call_graph import GraphSpec
 from llmload.workload.distributions import Distribution
 
 
@@ -109,6 +110,7 @@ class WorkloadSpec:
     trace: TraceSpec | None = None
     images: ImagesSpec | None = None
     agent: AgentSpec | None = None
+    graph: GraphSpec | None = None  # session: {kind: graph}: call-graph sessions
     response_format: dict[str, Any] | None = None  # passed through to the request body
 
     def expected_prefix_hit_ratio(self) -> float | None:
