@@ -111,13 +111,14 @@ def laid_out(fig: Any) -> Any:
 def place_labels(renderer: Any, ax: Any, items: Sequence[tuple[float, float | None, str, bool, str]],
                  pad_px: float = 2.0, fontsize: float = 8) -> int:
     """Label points of ``ax`` with text (a step's level) where a label fits: up-right of its point, else
-    up-left, else down-right; never over another label, never outside the axes. ``items``: (x, y, text,
+    up-left, down-right or down-left; never over another label, never outside the axes. ``items``: (x, y, text,
     important, color); important labels are placed first (the capacity step, the ends). Returns how many were
     left out. ``renderer``: from :func:`laid_out`, called on the otherwise complete figure."""
     box = ax.get_window_extent(renderer)
     kept: list[Any] = []
     left_out = 0
-    offsets = (((4, 4), "left", "bottom"), ((-4, 4), "right", "bottom"), ((4, -4), "left", "top"))
+    offsets = (((4, 4), "left", "bottom"), ((-4, 4), "right", "bottom"), ((4, -4), "left", "top"),
+               ((-4, -4), "right", "top"))
     for x, y, text, _, color in sorted(items, key=lambda it: not it[3]):
         if y is None:
             continue
