@@ -78,11 +78,21 @@ def step_marks(ax: Any, xs: Sequence[float], ys: Sequence[float | None], thin: S
                 mec=color, mew=1.5, zorder=3)
 
 
-def hollow_handle(plt: Any) -> Any:
-    """A legend entry that says what a hollow point means."""
+def hollow_handle(plt: Any, bar: bool = False) -> Any:
+    """A legend entry that says what a hollow point (or, with ``bar``, a hollow bar) means."""
     from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
+    if bar:
+        return Patch(facecolor="white", edgecolor="#555555", linewidth=1.2, label=HOLLOW_LABEL)
     return Line2D([], [], ls="none", marker="o", ms=6, mfc="white", mec="#555555", mew=1.5, label=HOLLOW_LABEL)
+
+
+def bar_handle(color: str, label: str) -> Any:
+    """A filled legend entry for a series of bars (the bars' own would copy the first bar, hollow or not)."""
+    from matplotlib.patches import Patch
+
+    return Patch(facecolor=color, edgecolor=color, label=label)
 
 
 def figure_legend(fig: Any, axes: Sequence[Any], extra: Sequence[Any] = ()) -> None:

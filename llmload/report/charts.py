@@ -16,6 +16,7 @@ import pandas as pd
 from llmload.metrics import catalog
 from llmload.report.chart_parts import (
     WIDE,
+    bar_handle,
     figure_legend,
     figure_lib,
     hollow_handle,
@@ -85,9 +86,9 @@ def _slo_lines(ax: Any, slos: list[Any], field: str) -> None:
             ax.axhline(slo.limit, color=SLO_COLOR, ls="--", lw=1, label=f"SLO {slo.metric} ≤ {slo.limit:g}")
 
 
-def _extras(plt: Any, steps: list[dict[str, Any]]) -> list[Any]:
+def _extras(plt: Any, steps: list[dict[str, Any]], bar: bool = False) -> list[Any]:
     """The legend's "hollow" entry, when a step without a verdict is drawn."""
-    return [hollow_handle(plt)] if any(s["thin"] for s in steps) else []
+    return [hollow_handle(plt, bar)] if any(s["thin"] for s in steps) else []
 
 
 def _label_items(steps: list[dict[str, Any]], field: str, cap: dict[str, Any], color: str) -> list[tuple]:
@@ -159,10 +160,9 @@ def percentiles_per_step(steps: list[dict[str, Any]], label: str = "users") -> s
     return svg_of(fig, "percentiles")
 
 
-def _bars(ax: Any, x: np.ndarray, heights: list[float], width: float, color: str, thin: list[bool],
-          label: str, bottom: Any = None) -> None:
-    """Bars, hollow (outlined) for a step without a verdict."""
-    ax.bar(x, heights, width, bottom=bottom, label=label, color=[("white" if t else color) for t in thin],
+def _bars(ax: Any, x: np.ndarray, heights: list[float], width: float, color: str, thin: list[bool]) -> None:
+    """Bars, hollow (outlined) for a step without a verdict (the legend has proxies: :func:`bar_handle`)."""
+    ax.bar(x, heights, width, color=[("white" if t else color) for t in thin],
            edgecolor=color, linewidth=1.2)
 
 
@@ -173,14 +173,15 @@ def tokens_per_step(steps: list[dict[str, Any]], label: str = "users") -> str | 
     fig, ax = plt.subplots(figsize=(WIDE[0], 3.4), layout="constrained")
     x = np.arange(len(steps))
     thin = [s["thin"] for s in steps]
-    _bars(ax, x - 0.2, [s["output_tps"] for s in steps], 0.4, "C0", thin, "output tok/s")
-    _bars(ax, x + 0.2, [s["total_tps"] for s in steps], 0.4, "C1", thin, "total tok/s (prompt + output)")
+    _bars(ax, x - 0.2, [s["output_tps"] for s in steps], 0.4, "C0", thin)
+    _bars(ax, x + 0.2, [s["total_tps"] for s in steps], 0.4, "C1", thin)
     thin_categories(ax, list(x), [f'{s["level"]:g}' for s in steps])
     ax.set_xlabel(label)
     ax.set_ylabel("tokens/s")
     ax.set_title("Tokens per second per step")
     ax.grid(alpha=0.3, axis="y")
-    figure_legend(fig, [ax], _extras(plt, steps))
+    figure_legend(fig, [ax], [bar_handle("C0", "output tok/s"), bar_handle("C1", "total tok/s (prompt + output)"),
+                              *_extras(plt, steps, bar=True)])
     name_axes("tokens", [ax])
     return svg_of(fig, "tokens")
 
