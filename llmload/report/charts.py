@@ -201,6 +201,9 @@ def errors_per_step(steps: list[dict[str, Any]], label: str = "users") -> str | 
     thin_categories(ax, list(x), [f'{s["level"]:g}' for s in steps])
     ax.set_xlabel(label)
     ax.set_ylabel("failed requests")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: 0, 1, 2, never 0.5
     ax.set_title("Failed requests per step")
     ax.grid(alpha=0.3, axis="y")
     figure_legend(fig, [ax])

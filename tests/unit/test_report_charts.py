@@ -103,3 +103,9 @@ def test_each_chart_has_a_caption_saying_what_a_point_is():
 def test_the_kv_cache_is_a_percentage_in_compare_as_in_the_report():
     kv = next(c for c in COLUMNS if c.key == "server_kv_usage_max")
     assert kv.title.endswith("(%)") and kv.fmt(0.818) == "82" and kv.fmt(None) == "–"
+
+
+def test_failed_request_counts_have_whole_ticks():
+    svg = charts.errors_per_step([dict(s, errors_by_status={"http_error": 1 + i % 2}) for i, s in enumerate(STEPS)])
+    assert ticks(svg, "axis-y-errors-0") == ["0", "1", "2"]
+    assert charts.errors_per_step(STEPS) is None  # nothing failed: no chart
