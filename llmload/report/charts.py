@@ -177,7 +177,7 @@ def tokens_per_step(steps: list[dict[str, Any]], label: str = "users") -> str | 
     _bars(ax, x + 0.2, [s["total_tps"] for s in steps], 0.4, "C1", thin)
     thin_categories(ax, list(x), [f'{s["level"]:g}' for s in steps])
     ax.set_xlabel(label)
-    ax.set_ylabel("tokens/s")
+    ax.set_ylabel("tok/s")
     ax.set_title("Tokens per second per step")
     ax.grid(alpha=0.3, axis="y")
     figure_legend(fig, [ax], [bar_handle("C0", "output tok/s"), bar_handle("C1", "total tok/s (prompt + output)"),
