@@ -74,11 +74,12 @@ DEFAULT = [
 DETAILS = [
     ("scenario", "Scenario"),
     *(_LATENCY_COLUMNS[(m.name, st)] for m, st in _LATENCY_TAB if st not in m.tab_default),
-    ("cache_hit_ratio", "Cache hit ratio"), ("errors_text", "Errors by status"), ("client", "Client"),
+    ("cache_hit_ratio", "Prefix-cache hits (%)"), ("errors_text", "Errors by status"), ("client", "Client"),
     ("server_queue", "Server running / waiting"), ("server_kv", "Server KV cache (%)"),
-    ("server_hit", "Server prefix hit rate"), ("server_ttft", "TTFT mean server / client (ms)"),
+    ("server_hit", "Server prefix-cache hits (%)"), ("server_ttft", "TTFT mean server / client (ms)"),
 ]
-"""The "LLM details" tab's columns."""
+"""The "LLM details" tab's columns. Shares are percentages everywhere (``cache_hit_ratio`` and the server's hit
+rate are ratios in the rows: :func:`tab_rows` shows them × 100)."""
 TABLE = list(dict([*DEFAULT, *DETAILS]).items())
 """Every column of a tab row (live.json's keys), each once."""
 SERVER_KEYS = ("server_queue", "server_kv", "server_hit", "server_ttft")
@@ -121,7 +122,7 @@ def server_cells(sample: dict[str, Any] | None, client_ttft_mean: Any) -> dict[s
     return {
         "server_queue": f"{_pair(whole['running'], whole['waiting'])}{up}",
         "server_kv": three_digits(_float(sample.get("kv_usage_pct"))),
-        "server_hit": three_digits(_float(sample.get("prefix_hit_rate"))),
+        "server_hit": three_digits(_percent(sample.get("prefix_hit_rate"))),
         "server_ttft": _pair(_float(sample.get(_TTFT_MEAN)), _float(client_ttft_mean)),
     }
 
@@ -130,11 +131,16 @@ def _float(v: Any) -> Any:
     return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
+def _percent(ratio: Any) -> Any:
+    return ratio * 100.0 if isinstance(ratio, int | float) and not isinstance(ratio, bool) else ratio
+
+
 def stopped_rows(view: LiveView) -> list[dict[str, Any]]:
     """After a test: the whole run per scenario, marked stopped (not the last live window)."""
     out = []
     for r in view.stats_rows():
         row = {k: three_digits(r.get(src)) for k, src in STOPPED.items()}
+        row["cache_hit_ratio"] = three_digits(_percent(r.get(STOPPED["cache_hit_ratio"])))
         errors = {st: r.get(st, 0) for st in STATUSES if st not in (OK, "cancelled") and r.get(st)}
         row.update({"scenario": r["scenario"], "window": f"whole run ({r.get('duration_s') or 0:.0f} s), stopped",
                     "in_flight": "stopped", "errors_text": ", ".join(f"{k} {v}" for k, v in errors.items()) or "none",
@@ -175,6 +181,7 @@ def tab_rows(view: LiveView) -> list[dict[str, Any]]:
         client = "not judged (errors dominate)"
     for r in latest:
         row = {k: three_digits(r.get(k)) for k, _ in TABLE}
+        row["cache_hit_ratio"] = three_digits(_percent(r.get("cache_hit_ratio")))
         row["window"] = f"last {r.get('window_s') or 0:.0f} s"
         row["errors_text"] = ", ".join(f"{k} {v}" for k, v in sorted(r.get("errors_by_status", {}).items())) or "none"
         row["client"] = client
