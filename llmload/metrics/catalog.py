@@ -99,8 +99,10 @@ class Metric:
         return tuple(self.stats_column(s) for s in ("mean", *(q for q, _ in STATS_QUANTILES), "max"))
 
     def title(self, stat: str, unit: bool = False) -> str:
-        """Table and chart heading: ``TTFT p95`` (``TTFT p95 (ms)`` with ``unit``, the LLM tab's form)."""
-        return f"{self.label} {stat}" + (f" ({self.unit})" if unit else "")
+        """Table and chart heading: ``TTFT p95`` (``TTFT p95 (ms)`` with ``unit``, the LLM tab's form); a label
+        that ends in its statistic says it once (``ITL max``, not ``ITL max max``)."""
+        name = self.label if self.label.endswith(f" {stat}") else f"{self.label} {stat}"
+        return name + (f" ({self.unit})" if unit else "")
 
 
 METRICS: tuple[Metric, ...] = (

@@ -104,12 +104,19 @@ function pageTicks() {
   }}};
 }
 
+function niceTop(hi) {
+  // the axis ends on a round tick above the data (1, 2, 2.5 or 5 times a power of ten, about 4 steps)
+  const raw = hi / 4, e = 10 ** Math.floor(Math.log10(raw)), m = raw / e;
+  const step = (m <= 1 ? 1 : m <= 2 ? 2 : m <= 2.5 ? 2.5 : m <= 5 ? 5 : 10) * e;
+  return Math.ceil(hi * 1.02 / step) * step;
+}
+
 function yRange(kind, hi) {
   // latency, rates and counts start at zero; shares read 0 … 100 %
   hi = Number.isFinite(hi) ? hi : 0;
-  if (kind === "count") return [0, Math.max(4, Math.ceil(hi * 1.1))];
-  if (kind === "pct") return [0, hi <= 100 ? 100 : hi * 1.1];
-  return [0, hi > 0 ? hi * 1.1 : 1];
+  if (kind === "count") return [0, Math.max(4, niceTop(Math.max(hi, 1)))];
+  if (kind === "pct") return [0, hi <= 100 ? 100 : niceTop(hi)];
+  return [0, hi > 0 ? niceTop(hi) : 1];
 }
 
 function makeChart(el, kind, names) {
@@ -117,7 +124,7 @@ function makeChart(el, kind, names) {
     const look = LOOKS[i % LOOKS.length];
     return {
       label: name, stroke: COLORS[i % COLORS.length], width: look.width, dash: look.dash, spanGaps: true,
-      value: (u, v) => threeDigits(v),
+      value: (u, v) => kind === "count" && Number.isInteger(v) ? String(v) : threeDigits(v),
       points: {size: look.marker || 5, show: look.marker ? (u, si, i0, i1) => i1 - i0 < 90 : undefined},
     };
   });
@@ -131,7 +138,7 @@ function makeChart(el, kind, names) {
       {...axis, splits: timeSplits, values: keepTicks(0, v => elapsed(v - X0))},
       {...axis, size: 44, space: 18, incrs: kind === "count" ? COUNT_INCRS : undefined, values: keepTicks(1, tickText)},
     ],
-    series: [{label: "time", value: (u, v) => v === null || v === undefined ? "–" : `${elapsed(v - X0)} (${clock(v)})`},
+    series: [{label: "at", value: (u, v) => v === null || v === undefined ? "–" : elapsed(v - X0)},
              ...series],
     plugins: [pageTicks()],
     // away from the cursor, the legend shows the newest values
@@ -141,8 +148,15 @@ function makeChart(el, kind, names) {
 }
 
 function showNewest(u) {
+  // each series' newest sample (the server's and the client's come at different times)
   const n = u.data[0].length;
-  if (n && u.legend.idx !== n - 1) u.setLegend({idx: n - 1});
+  if (!n) return;
+  const idxs = u.data.map((ys, i) => {
+    let j = n - 1;
+    while (i > 0 && j > 0 && ys[j] === null) j--;
+    return j;
+  });
+  u.setLegend({idxs});
 }
 
 function align(pointLists) {
@@ -291,7 +305,7 @@ function renderState(data) {
   badge.textContent = state || "?";
   badge.className = running() ? "running" : "stopped";
   document.getElementById("status").textContent = running()
-    ? `${rows.length} samples, updated ${new Date().toLocaleTimeString([], {hour12: false})}`
+    ? `${rows.length} samples, updated ${clock(Date.now() / 1000)}`
     : `${rows.length} samples; the charts end at the last one (${elapsed(X1 - X0)})`;
 }
 
