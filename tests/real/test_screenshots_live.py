@@ -113,22 +113,24 @@ def check_tab(driver, png: str, title: str, columns: list[tuple[str, str]]) -> l
 def test_dashboard_and_llm_tabs_at_1280_during_the_run_and_after_stop(mock_factory, tmp_path):
     from selenium.webdriver.common.by import By
 
-    mock = mock_factory()  # vllm-v1: a KV cache and prefix caching, so every server chart has data
+    # vllm-v1: a KV cache and prefix caching; the product mix (chat, rag with shared prefixes, sharegpt):
+    # three scenarios and Aggregated in the tabs, and prefix-cache hits to draw
+    mock = mock_factory()
     port = free_port()
     locust = subprocess.Popen(
-        [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfiles", "chat.py"), "--host", mock.url,
+        [sys.executable, "-m", "locust", "-f", os.path.join(ROOT, "locustfiles", "mixed.py"), "--host", mock.url,
          "--web-host", "127.0.0.1", "--web-port", str(port), "--csv", str(tmp_path / "ui"),
-         "--output-tokens", "30", "--input-tokens", "200", "--server-metrics-interval", "1"],
+         "--server-metrics-interval", "1"],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         text=True)
     base = f"http://127.0.0.1:{port}"
     driver = None
     try:
         wait_for(lambda: urllib.request.urlopen(base + "/", timeout=2).status == 200)
-        assert post(base + "/swarm", {"user_count": "4", "spawn_rate": "4", "host": mock.url}) == 200
-        # 8 samples of the live window (one every 2 s), with numbers and the server's metrics in them
-        wait_for(lambda: len(json.loads(urllib.request.urlopen(base + "/llmload/history.json", timeout=5).read())
-                             ["rows"]) >= 8, timeout=90)
+        assert post(base + "/swarm", {"user_count": "6", "spawn_rate": "6", "host": mock.url}) == 200
+        # 10 samples of the live window (one every 2 s): 20 s of lines to look at
+        wait_for(lambda: len({r["time"] for r in json.loads(urllib.request.urlopen(
+            base + "/llmload/history.json", timeout=5).read())["rows"]}) >= 10, timeout=120)
         driver = browser(tmp_path)
 
         shoot(driver, base + "/llmload/dashboard", SCREENSHOTS / "dashboard_running.png")
@@ -143,7 +145,8 @@ def test_dashboard_and_llm_tabs_at_1280_during_the_run_and_after_stop(mock_facto
         driver.get(base + "/")
         rows = check_tab(driver, "llm_tab_running.png", "LLM", llm_tab.DEFAULT)
         chat = next(r for r in rows if r["Scenario"] == "chat")
-        assert chat["Window"] == "last 10 s" and int(chat["In flight"]) <= 4
+        assert chat["Window"] == "last 10 s" and int(chat["In flight"]) <= 6
+        assert {r["Scenario"] for r in rows} >= {"chat", "rag", "Aggregated"}
         for _key, title in llm_tab.DEFAULT[3:-1]:  # rates and latencies: 3 significant digits
             assert SIGNIFICANT.fullmatch(chat[title]), (title, chat[title])
         details = check_tab(driver, "llm_tab_details_running.png", "LLM details", llm_tab.DETAILS)
