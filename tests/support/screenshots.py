@@ -50,11 +50,12 @@ def _viewport(driver: Any, width: int, height: int) -> None:
 
 
 def shoot(driver_or_page: Any, url: str, png_path: Path, width: int = 1280, height: int = 800) -> None:
-    """Load ``url`` at a ``width`` x ``height`` viewport, wait until it has loaded (fonts too), and save
-    the whole page's height as a PNG at ``png_path`` (its folder is made)."""
+    """Load ``url`` (``""``: keep the page open) at a ``width`` x ``height`` viewport, wait until it has
+    loaded (fonts too), and save the whole page's height as a PNG at ``png_path`` (its folder is made)."""
     driver = driver_or_page
     _viewport(driver, width, height)
-    driver.get(url)
+    if url and driver.current_url != url:  # "": the page already open (a live page mid-run)
+        driver.get(url)
     wait_for(lambda: driver.execute_script("return document.readyState") == "complete", timeout=60)
     driver.execute_script("return document.fonts.ready.then(() => true)")
     png_path = Path(png_path)
@@ -67,17 +68,32 @@ def shoot(driver_or_page: Any, url: str, png_path: Path, width: int = 1280, heig
     png_path.write_bytes(base64.b64decode(shot["data"]))
 
 
-def horizontal_overflow(driver: Any) -> int:
-    """How many CSS pixels the page is wider than its viewport (it scrolls sideways): 0 when it does not."""
-    return max(0, int(driver.execute_script(
-        "const e = document.scrollingElement; return e.scrollWidth - e.clientWidth")))
+def horizontal_overflow(driver: Any, boxes: bool = False) -> int:
+    """How many CSS pixels the page is wider than its viewport (it scrolls sideways): 0 when it does not.
+    With ``boxes``, also every box that scrolls sideways on its own (a table in a scrolling container)."""
+    return max(0, int(driver.execute_script("""
+        const doc = document.scrollingElement || document.documentElement;
+        let worst = doc.scrollWidth - doc.clientWidth;
+        if (arguments[0]) {
+            for (const el of document.querySelectorAll('*')) {
+                const s = getComputedStyle(el);
+                if ((s.overflowX === 'auto' || s.overflowX === 'scroll') && el.clientWidth > 0)
+                    worst = Math.max(worst, el.scrollWidth - el.clientWidth);
+            }
+        }
+        return worst;
+    """, boxes)))
 
 
 _TICKS_JS = """
 const out = [];
 for (const axis of document.querySelectorAll(arguments[0])) {
   const seen = new Set();
-  for (const t of axis.querySelectorAll("text.tick, .tick text, [id*='tick'] text, [class*='tick'] text")) {
+  // an axis of SVG ticks (text.tick, g.tick text), else the matched labels themselves (HTML over a canvas)
+  let labels = [...axis.querySelectorAll("text.tick, .tick text, [id*='tick'] text, [class*='tick'] text")];
+  if (!labels.length)
+    labels = axis.children.length ? [...axis.querySelectorAll('*')].filter(e => !e.children.length) : [axis];
+  for (const t of labels) {
     if (seen.has(t)) continue;
     seen.add(t);
     const r = t.getBoundingClientRect(), s = getComputedStyle(t);
@@ -94,18 +110,26 @@ def axis_tick_labels(driver: Any, axis_selector: str) -> list[str]:
     """The visible, non-empty tick label texts of every element ``axis_selector`` matches, in document
     order (one list for all of them: pass a selector of one axis to count that axis's ticks). A tick
     label is a ``text.tick``, or a text inside an element whose class or id names a tick (d3's
-    ``g.tick``, matplotlib's ``g#xtick_1``)."""
+    ``g.tick``, matplotlib's ``g#xtick_1``); an axis without such texts (labels laid over a canvas)
+    counts the matched elements' own texts."""
     return list(driver.execute_script(_TICKS_JS, axis_selector))
 
 
 _OVERLAP_JS = """
 const els = [...document.querySelectorAll(arguments[0])];
+const own = el => [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
 const boxes = [];
 for (const e of els) {
   const s = getComputedStyle(e);
   const text = (e.textContent || "").trim();
   if (!text || s.visibility === "hidden" || s.display === "none" || parseFloat(s.opacity || "1") === 0) continue;
-  const r = e.getBoundingClientRect();
+  if (arguments[2] && !own(e)) continue;
+  let r = e.getBoundingClientRect();
+  if (arguments[2]) {  // the words' own box: a cell can be wider than the words in it
+    const range = document.createRange();
+    range.selectNodeContents(e);
+    r = range.getBoundingClientRect();
+  }
   if (r.width <= 0 || r.height <= 0) continue;
   boxes.push([e, text.slice(0, 60), r]);
 }
@@ -123,8 +147,10 @@ return out;
 """
 
 
-def overlapping_text(driver: Any, selector: str = TEXT_SELECTOR, tolerance_px: float = 1.0) -> list[tuple[str, str]]:
+def overlapping_text(driver: Any, selector: str = TEXT_SELECTOR, tolerance_px: float = 1.0,
+                     own_text: bool = False) -> list[tuple[str, str]]:
     """Pairs of text elements (their first 60 characters) whose layout boxes overlap by more than
     ``tolerance_px`` in both directions; an element and one inside it are not a pair, nor are
-    adjacent table cells, which share a border (under 1 px)."""
-    return [tuple(p) for p in driver.execute_script(_OVERLAP_JS, selector, tolerance_px)]
+    adjacent table cells, which share a border (under 1 px). With ``own_text``, only elements with
+    text of their own count, each by the box of its words (pages of HTML labels over canvases)."""
+    return [tuple(p) for p in driver.execute_script(_OVERLAP_JS, selector, tolerance_px, own_text)]
