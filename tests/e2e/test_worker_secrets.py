@@ -82,3 +82,32 @@ def test_literal_secrets_stay_on_the_master_and_each_worker_sends_its_own(tmp_pa
     # the master's --calibration is not opened on a worker: kept its own, with one warning
     assert "the master asked this worker to use calibration" in errs["a"], errs["a"][-2000:]
     assert "ignoring the calibration" not in errs["a"] or str(elsewhere) not in errs["a"]
+
+
+def test_a_master_cannot_make_a_worker_read_a_scenario_outside_its_directories(mock_factory, tmp_path):
+    """The master names a scenario file in a directory the worker's command line does not cover: the
+    worker reads nothing, says so in one line, and sends no request (an older worker read the file and ran it)."""
+    mock = mock_factory("--profile", "fixed", "--ttft-ms", "20", "--itl-ms", "5")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    hostile = outside / "hostile.yaml"
+    hostile.write_text("workloads:\n  hostile:\n    input_tokens: 10\n    output_tokens: 5\n")
+    (tmp_path / "w").mkdir()
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    worker = subprocess.Popen([*LOCUST, "-f", CHAT, "--worker", "--master-port", str(port)], cwd=tmp_path / "w",
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        subprocess.run([*LOCUST, "-f", CHAT, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
+                        str(port), "--expect-workers", "1", "--headless", "-u", "2", "-r", "2", "-t", "3s", "--host",
+                        mock.url, "--scenario", str(hostile), "--no-server-metrics", "--stop-timeout", "3",
+                        "--csv", str(tmp_path / "run")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=120)
+        _stop(worker)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    err = worker.stderr.read()
+    said = [line for line in err.splitlines() if "the master names a file outside this worker's directories" in line]
+    assert len(said) == 1 and f"--scenario {hostile}" in said[0], err[-3000:]
+    assert mock.log() == [], "the worker ran the master's scenario"
