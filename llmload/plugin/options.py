@@ -52,8 +52,8 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                                                        "value is never sent to workers, as for --header")),
     ("--api-key-header", dict(default="", help="send the API key in this header instead of 'Authorization: Bearer', "
                                                "e.g. api-key (Azure)")),
-    ("--ca-bundle", dict(default="", help="CA certificates (PEM) to verify an https server with (a worker uses its own, "
-                                          "never the master's)")),
+    ("--ca-bundle", dict(default="", help="CA certificates (PEM) to verify an https server with (a worker uses its "
+                                          "own, never the master's)")),
     ("--insecure", dict(action="store_true", default=False, help="do not verify the https server's certificate")),
     ("--allow-key-to-any-host", dict(action="store_true", default=False,
                                      help="send the API key and secret headers to a host changed after launch (by "
