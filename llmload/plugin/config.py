@@ -163,7 +163,7 @@ def _user_setup(environment: Any, user_class: type) -> UserSetup:
     scenario = None
     workload = getattr(user_class, "workload", None)
     if is_scenario_file(source):
-        path = resolve_scenario_path(str(source), class_anchor(user_class), *_locustfiles(environment))
+        path = resolve_scenario_path(str(source), class_anchor(user_class), *locustfiles(environment))
         try:
             scenario = load_scenario_cached(path)
         except ValueError as e:  # ScenarioError
@@ -203,7 +203,7 @@ def _user_setup(environment: Any, user_class: type) -> UserSetup:
     )
 
 
-def _locustfiles(environment: Any) -> list[str]:
+def locustfiles(environment: Any) -> list[str]:
     text = option(environment, "locustfile") or ""
     return [p.strip() for p in str(text).split(",") if p.strip()]
 
