@@ -140,6 +140,9 @@ TASK = Metric("task", "task time", "an agent task's time from its first call to 
 """Agent task time: an SLO stem (``task_p95_s``) and llm_stats columns (``p95_task_s``, agent_tasks.py), not a
 request metric."""
 
+TASK_SYNONYMS = ("session",)
+"""SLO stems that mean task time: a call-graph session is a task (``session_p95_s`` = ``task_p95_s``)."""
+
 RENAMED: dict[str, str] = {
     "worst_stall_ms": BY_NAME["itl_max"].key("max"),  # live rows, PREFIX_llm_history.csv, live/history.json
 }

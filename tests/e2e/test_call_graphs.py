@@ -57,11 +57,17 @@ def test_a_fan_out_runs_in_parallel_and_the_join_waits_for_every_branch(mock_fac
     plans = rows.set_index("session_id")
     for r in answers.itertuples():  # the join's prompt holds the plan's conversation and every branch's reply
         assert r.prompt_tokens > plans.loc[r.session_id].query("call_id == 'plan'")["prompt_tokens"].iloc[0] + 12 * 4
-    report = build_report(str(prefix), ReportOptions(slos=[parse_slo("task_p95_s=10")], warmup_s=0))
+    report = build_report(str(prefix), ReportOptions(slos=[parse_slo("session_p95_s=10")], warmup_s=0))
     write_report(report, str(tmp_path / "rep"))
     tasks = json.loads((tmp_path / "rep" / "report.json").read_text())["tasks"]["research"]
     whole = sessions.filter(lambda g: "answer" in set(g["call_id"])).groupby("session_id")
     assert tasks["tasks"] >= len(whole) and tasks["outcomes"]["failed"] == 0
     makespans = whole.apply(lambda g: (g["start_time"] + g["e2e_ms"] / 1000).max() - g["start_time"].min())
     assert abs(tasks["task_s"]["p50"] - float(makespans.median())) < 0.05
+    graph = json.loads((tmp_path / "rep" / "report.json").read_text())["sessions"]["research"]
+    assert graph["sessions"] == len(whole) and graph["calls_per_session"] == 5.0
+    assert abs(graph["makespan_s"]["p50"] - float(makespans.median())) < 0.01
+    assert graph["critical_path_calls"] == 3.0  # plan, the branch that ended last, answer
+    assert 0.5 < graph["critical_path_model_share"] < 1.0  # the rest is the 50-ms tool waits
+    assert "## Call-graph sessions" in (tmp_path / "rep" / "report.md").read_text()
     assert "tasks (" in out

@@ -151,3 +151,20 @@ def test_graph_rows_are_at_the_end_of_the_requests_columns():
     from llmload.files import REQUESTS_COLUMNS
     assert REQUESTS_COLUMNS[-2:] == ("call_id", "call_after")
     assert isinstance(CallGraph(()), CallGraph)
+
+
+def test_the_reports_critical_path_steps_back_to_the_parent_that_ended_last():
+    import pandas as pd
+
+    from llmload.report.sessions import critical_path as rows_critical_path
+    calls = pd.DataFrame({
+        "call_id": ["plan", "a", "b", "answer"], "call_after": ["", "plan", "plan", "plan+a+b"],
+        "start_time": [0.0, 1.2, 1.2, 4.3], "end_time": [1.0, 2.0, 4.0, 5.0], "e2e_ms": [1000, 800, 2800, 700]})
+    makespan, on_path, n = rows_critical_path(calls)
+    assert makespan == 5.0 and n == 3 and on_path == pytest.approx(1.0 + 2.8 + 0.7)  # plan, b, answer
+
+
+def test_a_session_slo_is_the_task_time_slo():
+    from llmload.metrics.slo import parse_slo
+    slo = parse_slo("research:session_p95_s=30")
+    assert slo.metric == "task_p95_s" and slo.per_task and slo.scenario == "research"
