@@ -140,6 +140,10 @@ TASK = Metric("task", "task time", "an agent task's time from its first call to 
 """Agent task time: an SLO stem (``task_p95_s``) and llm_stats columns (``p95_task_s``, agent_tasks.py), not a
 request metric."""
 
+INTENDED_HIT_TOLERANCE = 0.10
+"""``prefix_hit_rate``: how far the server-reported cached share may be from the intended one (in
+share of prompt tokens) before the summary and the report warn."""
+
 TASK_SYNONYMS = ("session",)
 """SLO stems that mean task time: a call-graph session is a task (``session_p95_s`` = ``task_p95_s``)."""
 

@@ -168,3 +168,31 @@ def test_a_session_slo_is_the_task_time_slo():
     from llmload.metrics.slo import parse_slo
     slo = parse_slo("research:session_p95_s=30")
     assert slo.metric == "task_p95_s" and slo.per_task and slo.scenario == "research"
+
+
+def test_prefix_hit_rate_sizes_the_shared_prefix_for_the_intended_share(tmp_path):
+    spec = scenario(tmp_path, """
+workloads:
+  rag:
+    input_tokens: 200
+    prefix_hit_rate: 0.6
+    prefix: {groups: [{name: docs, count: 8}, {name: faq, count: 2, weight: 0.5}]}
+  plain:
+    input_tokens: 100
+    prefix_hit_rate: 0.5
+""")
+    rag, plain = spec.workloads
+    assert [g.tokens for g in rag.prefix_groups] == [304, 304]  # 0.6 / 0.4 x 200 = 300, in whole 16-token blocks
+    assert [g.count for g in rag.prefix_groups] == [8, 2] and rag.intended_hit_rate == 0.6
+    assert rag.expected_prefix_hit_ratio() == 0.6
+    assert [(g.name, g.tokens, g.count) for g in plain.prefix_groups] == [("shared", 96, 1)]
+
+
+@pytest.mark.parametrize(("body", "said"), [
+    ("input_tokens: 100\n    prefix_hit_rate: 1", "expected a share of prompt tokens 0..1 (below 1)"),
+    ("prefix_hit_rate: 0.5\n    prefix: {tokens: 300}", "workloads.w.prefix.tokens: is set by prefix_hit_rate"),
+    ("prefix_hit_rate: 0.5\n    session: {kind: agent}", "prefix_hit_rate: does not go with an agent session"),
+])
+def test_a_bad_prefix_hit_rate_names_the_key(tmp_path, body, said):
+    with pytest.raises(ScenarioError, match=re.escape(said)):
+        scenario(tmp_path, f"workloads:\n  w:\n    {body}\n")

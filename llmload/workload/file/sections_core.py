@@ -29,9 +29,10 @@ from llmload.workload.file.sections_production import (
 from llmload.workload.file.spec import AgentSpec, ArrivalSpec, DatasetSpec, PrefixGroup, SessionSpec, WorkloadSpec
 from llmload.workload.file.yaml_lines import MAX_PREFIXES, MAX_TOKENS, Ctx, choice, file_section, keys, number, whole
 
+BLOCK = 16  # tokens per KV-cache block (vLLM's default): a prefix is cached in whole blocks
 WORKLOAD_KEYS = {"weight", "endpoint", "model", "system_prompt", "sampling", "extra", "ignore_eos", "input_tokens",
                  "output_tokens", "prefix", "max_concurrent", "session", "dataset", "arrival", "slo", "headers",
-                 "trace", "images", "response_format"}
+                 "trace", "images", "response_format", "prefix_hit_rate"}
 PREFIX_KEYS = {"groups", "tokens", "count", "popularity", "zipf_s"}
 GROUP_KEYS = {"name", "tokens", "count", "popularity", "zipf_s", "weight"}
 DATASET_KEYS = {"path", "format", "min_input_tokens", "max_input_tokens", "turns", "limit"}
@@ -79,6 +80,32 @@ def parse_prefix(ctx: Ctx, raw: Any, path: str) -> tuple[PrefixGroup, ...]:
             weight=number(ctx, g, "weight", gp, default=1.0, minimum=0.0, strict=True),
         ))
     return tuple(groups)
+
+
+def hit_rate_prefix(ctx: Ctx, d: dict, path: str, unique: Distribution | None) -> tuple[float | None, Any]:
+    """``prefix_hit_rate: R``: the intended share of prompt tokens that is a prefix already sent, and
+    the ``prefix:`` section that makes it: each group's prefix is R/(1-R) x the mean unique part
+    (``input_tokens``), in whole 16-token blocks (what engines cache), so prefix / (prefix + unique)
+    is R. The groups' count, popularity and weight are the file's; their ``tokens`` are not."""
+    if "prefix_hit_rate" not in d:
+        return None, d.get("prefix")
+    rate = number(ctx, d, "prefix_hit_rate", path)
+    if not rate < 1:
+        raise ctx.error(f"{path}.prefix_hit_rate", f"expected a share of prompt tokens 0..1 (below 1), got {rate!r}")
+    mean_unique = unique.mean if unique is not None else 256.0
+    tokens = int(round(rate / (1 - rate) * mean_unique / BLOCK)) * BLOCK
+    raw = d.get("prefix") or {"groups": [{"name": "shared"}]}
+    if rate == 0 or tokens < BLOCK:
+        return rate, None
+    groups = raw.get("groups") if isinstance(raw, dict) else None
+    entries = groups if isinstance(groups, list) else [raw]
+    for i, g in enumerate(entries):
+        if isinstance(g, dict) and "tokens" in g:
+            where = f"{path}.prefix.groups[{i}]" if groups is not None else f"{path}.prefix"
+            raise ctx.error(f"{where}.tokens", "is set by prefix_hit_rate (each prefix is what makes that share): "
+                            "leave it out, or drop prefix_hit_rate")
+    filled = [{**g, "tokens": tokens} if isinstance(g, dict) else g for g in entries]
+    return rate, ({**raw, "groups": filled} if groups is not None else {**raw, "tokens": tokens})
 
 
 def parse_session(ctx: Ctx, raw: Any, path: str) -> SessionSpec | AgentSpec | GraphSpec:
@@ -187,6 +214,7 @@ def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str)
     _check_combinations(ctx, d, path, endpoint, trace is not None, agent is not None or graph is not None)
     inp = distribution(ctx, d, "input_tokens", path)
     out = distribution(ctx, d, "output_tokens", path, minimum=1)
+    intended_hit_rate, prefix = hit_rate_prefix(ctx, d, path, inp)
     given_lengths = dataset is not None or trace is not None
     return WorkloadSpec(
         name=name,
@@ -199,7 +227,8 @@ def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str)
         ignore_eos=bool(d.get("ignore_eos", False)),
         input_tokens=inp if inp is not None or given_lengths else parse_distribution(256, "input_tokens"),
         output_tokens=out if out is not None or given_lengths else parse_distribution(128, "output_tokens"),
-        prefix_groups=parse_prefix(ctx, d["prefix"], f"{path}.prefix") if "prefix" in d else (),
+        prefix_groups=parse_prefix(ctx, prefix, f"{path}.prefix") if prefix is not None else (),
+        intended_hit_rate=intended_hit_rate,
         max_concurrent=whole(ctx, d, "max_concurrent", path, default=None),
         session=session,
         dataset=dataset,
@@ -219,11 +248,11 @@ def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str)
 def _check_combinations(ctx: Ctx, d: dict, path: str, endpoint: str, trace: bool, agent: bool) -> None:
     """Sections that cannot work together: one message naming the first conflicting key."""
     if trace:
-        for key in ("prefix", "session", "dataset", "arrival", "input_tokens", "output_tokens"):
+        for key in ("prefix", "prefix_hit_rate", "session", "dataset", "arrival", "input_tokens", "output_tokens"):
             if key in d:
                 raise ctx.error(f"{path}.{key}", "does not go with trace: the trace gives the arrival times, the "
                                 "lengths and (hash_ids) the shared prefixes")
-    for key in ("dataset", "prefix"):
+    for key in ("dataset", "prefix", "prefix_hit_rate"):
         if agent and key in d:
             raise ctx.error(f"{path}.{key}", "does not go with an agent session: tasks are generated (a shared "
                             "start is the tools and system_prompt)")

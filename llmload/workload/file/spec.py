@@ -100,6 +100,7 @@ class WorkloadSpec:
     input_tokens: Distribution | None = None
     output_tokens: Distribution | None = None
     prefix_groups: tuple[PrefixGroup, ...] = ()
+    intended_hit_rate: float | None = None  # prefix_hit_rate: the share of prompt tokens meant to be a cache hit
     max_concurrent: int | None = None
     session: SessionSpec | None = None
     dataset: DatasetSpec | None = None
@@ -116,6 +117,8 @@ class WorkloadSpec:
     def expected_prefix_hit_ratio(self) -> float | None:
         """Share of prompt tokens a warm prefix cache can serve: whole 16-token blocks of the
         shared prefix ÷ prefix + mean unique part. An upper bound (first uses and evictions miss)."""
+        if self.intended_hit_rate is not None:
+            return self.intended_hit_rate
         if not self.prefix_groups:
             return None
         unique = self.input_tokens.mean if self.input_tokens is not None else 256.0
