@@ -55,6 +55,9 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--ca-bundle", dict(default="", help="CA certificates (PEM) to verify an https server with (a worker uses its "
                                           "own, never the master's)")),
     ("--insecure", dict(action="store_true", default=False, help="do not verify the https server's certificate")),
+    ("--trace-context", dict(action="store_true", default=False,
+                             help="send a W3C traceparent header (a new trace id per request, sampled) on every "
+                                  "request and write its trace id into the row (trace_id), to join server traces")),
     ("--allow-key-to-any-host", dict(action="store_true", default=False,
                                      help="send the API key and secret headers to a host changed after launch (by "
                                           "the web UI); by default they go only to the launch's --host")),
