@@ -8,8 +8,9 @@ from typing import Any
 import pandas as pd
 
 from llmload.metrics.slo import DEFAULT_ERROR_BUDGET, SLO
+from llmload.metrics.step_verdict import SAMPLE_FLOOR
 from llmload.report.load import ReportError
-from llmload.report.steps import SAMPLE_FLOOR, Step
+from llmload.report.steps import Step
 
 DEFAULT_WARMUP_S = 5.0
 
