@@ -35,13 +35,16 @@ from typing import Any
 
 from locust import LoadTestShape
 
+from llmload.metrics.record import CSV_COLUMNS
 from llmload.metrics.slo import DEFAULT_ERROR_BUDGET, broken_slos, with_error_budget
 from llmload.metrics.stats import ScenarioStats
+from llmload.metrics.step_verdict import BROKEN, MET, NO_VERDICT
 from llmload.shapes.control import control_of
 from llmload.shapes.schedules import parse_rates, parse_steps, ramp_schedule, step_schedule
-from llmload.shapes.search import MODES, Bisection, StepSample
+from llmload.shapes.search import MODES, Bisection, Probe, StepSample
 
 DEFAULT_STOP_TIMEOUT_S = 60.0
+SCENARIO_COL = CSV_COLUMNS.index("scenario")
 log = logging.getLogger("llmload")
 
 
@@ -259,6 +262,8 @@ class SearchLoadShape(_LLMShape):
         self._level: float | None = None
         self._step_started = 0.0
         self._settings_cache: dict[str, Any] = {}
+        self._scenarios: set[str] = set()  # the run's scenarios, from its rows
+        self._closed: tuple[Probe, StepSample] | None = None
 
     def settings(self) -> dict[str, Any]:
         if not getattr(self, "_settings_cache", None):
@@ -288,6 +293,14 @@ class SearchLoadShape(_LLMShape):
         self._start_step(self._search.next_level(), now)
 
     def _on_rows(self, rows: list[tuple]) -> None:
+        self._scenarios.update(str(r[SCENARIO_COL]) for r in rows)
+        if self._closed is not None:  # the step judged last: did any of its window arrive after the verdict?
+            probe, sample = self._closed
+            late = sample.in_window(rows, probe.judged_until)
+            if late:
+                probe.late += late
+                log.warning("llmload search: %d request(s) of the step at %g arrived after its verdict; "
+                            "`llmload report` judges them too (longer steps settle this)", late, probe.level)
         if self._step is not None:
             self._step.add(rows)
 
@@ -298,7 +311,7 @@ class SearchLoadShape(_LLMShape):
         self._step_started = now
         column = "users" if cfg["search"] == "users" else "arrival_rate"
         self._step = None if level is None else StepSample(level, column, now, warmup, self._slos,
-                                                           cfg["sample_floor"])
+                                                           cfg["sample_floor"], self._scenarios)
 
     def tick(self) -> tuple[int, float] | None:
         cfg = self.settings()
@@ -308,11 +321,15 @@ class SearchLoadShape(_LLMShape):
         control, step, search = cfg["control"], self._step, self._search
         lag = control.live_lag_s() if control is not None else 0.0
         if step is not None and (step.ready(now, lag) or now - self._step_started > cfg["max_step_seconds"]):
-            passed, broken = step.verdict(now, lag)
-            search.record(passed, broken)
+            verdict = step.judge(now, lag)
+            broken = verdict.broken_text() if verdict.state != NO_VERDICT else [verdict.why]
+            window = (step.measure_from, step.cut(now, lag))
+            probe = search.record(verdict.met, broken, verdict.state, window)
+            self._closed = (probe, step)
             unit = "users" if cfg["search"] == "users" else "req/s"
-            log.info("llmload search: step %d at %g %s: %s", len(search.history), step.level, unit,
-                     "met every SLO" if passed else "broke " + ", ".join(broken))
+            said = {MET: "met every SLO", BROKEN: "broke " + ", ".join(broken)}.get(verdict.state,
+                                                                                 "no verdict: " + verdict.why)
+            log.info("llmload search: step %d at %g %s: %s", len(search.history), step.level, unit, said)
             self._start_step(search.next_level(), now)
         if self._level is None:
             self._report(self._summary())
@@ -331,9 +348,13 @@ class SearchLoadShape(_LLMShape):
         if b.answer is None:
             broken = b.history[-1].broken if b.history else []
             return f"{used}; even the lowest load, {cfg['min']:g} {unit}, broke {', '.join(broken)}"
-        check = "confirmed" if b.confirmed else "NOT confirmed on the second hold (noise or an unstable " \
-                                                 "server: rerun with more requests per step)"
-        return f"{used}; capacity {b.answer:g} {unit}, {check}; run `llmload report` on the CSVs for the numbers"
+        if b.confirmed:
+            return f"{used}; capacity {b.answer:g} {unit}, confirmed; run `llmload report` on the CSVs for the numbers"
+        # As the report states it: a level that broke an SLO at any of its steps is not capacity.
+        cap = b.capacity
+        found = f"capacity {cap:g} {unit}" if cap is not None else "no capacity"
+        return (f"{used}; {found}: {b.answer:g} {unit} NOT confirmed on the second hold (noise or an unstable "
+                "server: rerun with more requests per step); run `llmload report` on the CSVs for the numbers")
 
     def describe(self) -> dict[str, Any]:
         cfg = {k: v for k, v in self.settings().items() if k != "control"}
