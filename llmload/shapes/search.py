@@ -163,6 +163,7 @@ class StepSample:
         self.slos, self.floor, self.scenarios = slos, floor, scenarios
         self.rows: list[tuple] = []
         self.first: float | None = None  # the first request at this level
+        self.last_start: float | None = None  # the latest start among its rows
         self.max_e2e_s = 0.0
 
     @property
@@ -183,6 +184,7 @@ class StepSample:
             self.rows.append(r)
             kept += 1
             self.first = r[start] if self.first is None else min(self.first, r[start])
+            self.last_start = r[start] if self.last_start is None else max(self.last_start, r[start])
             if r[e2e] is not None:
                 self.max_e2e_s = max(self.max_e2e_s, float(r[e2e]) / 1000.0)
         return kept

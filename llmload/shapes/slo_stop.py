@@ -39,6 +39,7 @@ class SLOStop:
         self.samples: dict[int, StepSample] = {}  # step index → its rows (the current and the one before)
         self.verdicts: dict[int, StepVerdict] = {}  # step index → its latest verdict
         self.scenarios: set[str] = set()  # the run's, from its rows
+        self._judged: dict[int, tuple] = {}  # past step → (rows, latest start) judged with every row settled
         self.broken_since: float | None = None
         self.broken: list[str] = []  # the deciding step's broken SLOs, as metric=value>limit
         self.broken_level: float | None = None
@@ -47,6 +48,7 @@ class SLOStop:
         """A new test (the web UI's start after a stop): judge afresh."""
         self.samples.clear()
         self.verdicts.clear()
+        self._judged.clear()
         self.broken_since, self.broken, self.broken_level = None, [], None
 
     def add(self, rows: list[tuple]) -> None:
@@ -64,6 +66,8 @@ class SLOStop:
             for old in [i for i in self.samples if i < index - 1]:
                 del self.samples[old]  # two steps back: its rows have all arrived
         for i, sample in self.samples.items():
+            if i < index and self._settled(i, sample, now, lag_s):
+                continue  # every row of it was judged already: its verdict cannot change
             self.verdicts[i] = sample.judge(now, lag_s)
         deciding = index if self.verdicts[index].state != NO_VERDICT else index - 1
         verdict = self.verdicts.get(deciding)
@@ -75,6 +79,15 @@ class SLOStop:
         if self.broken_since is None:
             self.broken_since = now
         return now - self.broken_since >= self.after_s
+
+    def _settled(self, index: int, sample: StepSample, now: float, lag_s: float) -> bool:
+        """True when a past step was judged already over every row it has (judging costs O(rows))."""
+        seen = (len(sample.rows), sample.last_start)
+        if self._judged.get(index) == seen:
+            return True
+        if sample.last_start is None or sample.cut(now, lag_s) > sample.last_start:
+            self._judged[index] = seen  # the judgement about to be made covers every row
+        return False
 
     def last_good(self, steps: Sequence[int], index: int) -> int | None:
         """The user count of the last step before ``index`` whose verdict is met (None: none)."""

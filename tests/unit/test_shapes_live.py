@@ -13,6 +13,7 @@ from llmload.metrics.stats import ScenarioStats
 from llmload.plugin.live import LiveWindow
 from llmload.shapes.load_shapes import RampLoadShape, RateLadderShape, StepLoadShape
 from llmload.shapes.schedules import parse_rates, parse_steps, ramp_schedule, step_schedule
+from llmload.shapes.slo_stop import SLOStop
 
 
 def merged_total(per):
@@ -208,6 +209,25 @@ def test_a_step_without_a_verdict_never_stops_the_run(monkeypatch):
     shape = make_shape(Thin, plugin)
     got = drive(monkeypatch, shape, plugin, lambda _u, _s: 500.0, 30)
     assert got[29] == (16, 100.0) and got[30] is None and plugin.stop_reason == ""
+
+
+def test_the_slo_stop_judges_late_rows_of_the_step_before():
+    """A past step's verdict is not judged again while none of its rows change, but late rows of it
+    (started in its window, arriving in the next step) are judged: they can break it."""
+    stop = SLOStop([SLO("ttft_p95_ms", 100.0)], after_s=0.0, warmup_s=0.0, floor=10)
+
+    def rows(start, users, ttft):
+        return [RequestRecord(RequestMeta(f"r{start}-{i}", start + i * 0.01, "chat", users=users), "ok",
+                              ttft_ms=ttft, e2e_ms=10.0).row() for i in range(20)]
+
+    assert not stop.check(0, 4, 1000.0, 0.0)
+    stop.add(rows(1000.0, 4, 50.0))
+    assert not stop.check(0, 4, 1001.0, 0.0) and stop.verdicts[0].state == "met"
+    assert not stop.check(1, 8, 1002.0, 0.0) and not stop.check(1, 8, 1003.0, 0.0)
+    assert stop.last_good((4, 8), 1) == 4
+    stop.add(rows(1000.5, 4, 500.0))  # late: 4-user requests of the first step
+    assert stop.check(1, 8, 1004.0, 0.0)  # the step before decides while this one has no verdict
+    assert stop.broken == ["ttft_p95_ms=500>100"] and stop.broken_level == 4 and stop.last_good((4, 8), 1) is None
 
 
 def test_cli_options_override_the_class_and_ramp_and_ladder_shapes(monkeypatch):
