@@ -89,13 +89,14 @@ def judged_spans(spans: list[tuple[float, float, float]], windows: list[tuple[fl
     where the run recorded judged windows (level, measured_from, until) inside it, one step per window."""
     out = []
     for level, s0, s1 in spans:
-        mine = sorted(w for w in windows if abs(w[0] - level) < 1e-9 and s0 <= w[1] < s1)
+        # A window overlapping the stretch (its first rows may have been a ramp stretch of their own)
+        mine = sorted(w for w in windows if abs(w[0] - level) < 1e-9 and w[1] < s1 and w[2] > s0)
         if not mine:
             out.append((level, s0, s0 + warmup_s, s1))
             continue
         start = s0
         for _, m0, until in mine:
-            out.append((level, start, m0, min(until, s1)))
+            out.append((level, start, max(m0, s0), min(until, s1)))
             start = min(until, s1)
     return out
 

@@ -76,6 +76,8 @@ def test_judged_windows_split_a_stretch_into_its_search_steps():
     windows = [(16.0, 135.0, 150.0), (16.0, 151.0, 165.0)]  # a probe and its confirmation at 16
     assert judged_spans(spans, windows, 5.0) == [(12.0, 100.0, 105.0, 130.0), (16.0, 130.0, 135.0, 150.0),
                                                   (16.0, 150.0, 151.0, 165.0)]
+    # A window that opened before its stretch (the first rows at 16 were a ramp): measured from the stretch.
+    assert judged_spans([(16.0, 130.0, 170.0)], [(16.0, 128.0, 150.0)], 5.0) == [(16.0, 130.0, 130.0, 150.0)]
 
 
 def search_row(start, users, scenario, ttft):
