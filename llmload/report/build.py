@@ -121,6 +121,10 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
     # A run of one scenario is that scenario: its scoped SLOs apply to the whole run too.
     scope = scenario_names[0] if len(scenario_names) == 1 else None
     windows = search_windows(manifest)
+    if windows and opts.warmup_s is not None and opts.warmup_s != search_warmup(manifest):
+        windows = []  # another warm-up asked for: the stretches' own windows, not the search's
+        notes.append(f"--warmup-s {opts.warmup_s:g} is not the search's warm-up: its steps are measured over "
+                     "their own stretches, not the windows the search judged")
     scenarios = {}
     if len(scenario_names) > 1:
         for name in scenario_names:

@@ -119,3 +119,8 @@ def test_the_report_judges_the_rows_the_search_judged(tmp_path):
     assert (step["measured_from"], step["end_time"], step["requests"]) == (102.0, 128.4, verdict.requests)
     assert step["verdict"].startswith("broken") and step["slo"] == verdict.slo
     assert rep.overall.capacity["users"] is None  # the only judged level broke
+    # Another warm-up asked for: the stretch's own window, and a note says so.
+    other = build_report(prefix, ReportOptions(slos=[SLO("ttft_p95_ms", 1000.0, "rag")], warmup_s=3.0))
+    (step,) = [s.data for s in other.overall.steps if s.data["users"] == 16]
+    assert step["measured_from"] == 103.0 and step["end_time"] == 140.0
+    assert any("not the search's warm-up" in n for n in other.notes)
