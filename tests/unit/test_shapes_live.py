@@ -14,6 +14,7 @@ from llmload.plugin.live import LiveWindow
 from llmload.shapes.load_shapes import RampLoadShape, RateLadderShape, StepLoadShape
 from llmload.shapes.schedules import parse_rates, parse_steps, ramp_schedule, step_schedule
 from llmload.shapes.slo_stop import SLOStop
+from llmload.workload.file.scenario import ScenarioError, parse_scenario
 
 
 def merged_total(per):
@@ -258,3 +259,13 @@ def test_client_health_thresholds():
     assert not is_limited(50.0, 2.0)
     assert is_limited(95.0, 0.0)
     assert is_limited(10.0, 25.0)
+
+
+def test_a_scenario_shape_takes_the_search_and_warm_up_keys_the_docs_list():
+    text = ("shape: {steps: [2, 4], slo_stop_after_s: 1, search_warmup_s: 1, search: users, search_min: 2, "
+            "search_max: 8, search_precision: 2, search_sample_floor: 20}\n"
+            "workloads:\n  chat:\n    input_tokens: 20\n    output_tokens: 10\n")
+    shape = parse_scenario(text, "s.yaml").shape
+    assert shape["search_warmup_s"] == 1 and shape["search_sample_floor"] == 20 and shape["search"] == "users"
+    with pytest.raises(ScenarioError, match="shape.search_warmup: unknown key"):
+        parse_scenario(text.replace("search_warmup_s", "search_warmup"), "s.yaml")
