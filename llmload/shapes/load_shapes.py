@@ -135,7 +135,7 @@ class StepLoadShape(_LLMShape):
             raise ValueError(f"step shape: step seconds and spawn rate must be > 0, got {seconds}, {rate}")
         if self._stop is None:
             warmup_s = float(s.get("search_warmup_s", "search_warmup_s", "warmup_s"))
-            self._stop = _slo_stop(s, warmup_s, int(self.sample_floor))
+            self._stop = _slo_stop(s, warmup_s, int(s.yaml.get("search_sample_floor", self.sample_floor)))
         return steps, seconds, rate
 
     def tick(self) -> tuple[int, float] | None:
