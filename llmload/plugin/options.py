@@ -6,7 +6,8 @@ cannot drift apart. Values are checked once, at init (:mod:`llmload.plugin.confi
 so every bad value gets llmload's one-line message and exit code 1.
 
 API keys come from ``OPENAI_API_KEY``/``LLMLOAD_API_KEY`` only: Locust shows custom options in
-its page source and ships them to workers in clear.
+its page source and ships them to workers in clear (llmload keeps literal secret ``--header`` and
+``--query`` values out of what is shipped: :mod:`llmload.plugin.shipped_options`).
 
 Usage::
 
@@ -43,12 +44,16 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--request-deadline", dict(default="", help="seconds a whole request may take, from sending to its end, before "
                                                  "it times out (default: no limit)")),
     ("--header", dict(action="append", default=[], help="extra request header 'Name: value' (repeatable); a value "
-                                                        "env:VAR is read from that environment variable, a secret")),
+                                                        "env:VAR is read from that environment variable, a secret; a "
+                                                        "literal value of a secret-named header is never sent to "
+                                                        "workers: give each worker the same --header")),
     ("--query", dict(action="append", default=[], help="query parameter NAME=VALUE on every request, e.g. "
-                                                       "api-version=2024-10-21 (repeatable)")),
+                                                       "api-version=2024-10-21 (repeatable); a secret-named one's "
+                                                       "value is never sent to workers, as for --header")),
     ("--api-key-header", dict(default="", help="send the API key in this header instead of 'Authorization: Bearer', "
                                                "e.g. api-key (Azure)")),
-    ("--ca-bundle", dict(default="", help="CA certificates (PEM) to verify an https server with")),
+    ("--ca-bundle", dict(default="", help="CA certificates (PEM) to verify an https server with (a worker uses its "
+                                          "own, never the master's)")),
     ("--insecure", dict(action="store_true", default=False, help="do not verify the https server's certificate")),
     ("--allow-key-to-any-host", dict(action="store_true", default=False,
                                      help="send the API key and secret headers to a host changed after launch (by "
@@ -106,7 +111,7 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                                               "LLMLOAD_CLUSTER_TOKEN; never sent to workers by the master)")),
     ("--calibration", dict(default="", help="the JSON `llmload calibrate` wrote (default: ~/.cache/llmload/"
                                             "calibration.json when it is this host's); the client-limited verdict "
-                                            "uses it")),
+                                            "uses it; a worker uses its own, never the master's")),
 )
 
 

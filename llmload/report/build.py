@@ -17,6 +17,7 @@ from llmload.metrics.step_verdict import step_slos as step_slos_of
 from llmload.report.capacity import cost_at, find_capacity, plan_for
 from llmload.report.load import load_requests
 from llmload.report.model import DEFAULT_WARMUP_S, Report, ReportOptions, Section
+from llmload.report.prefix_truth import check_intended_hits
 from llmload.report.run_identity import read_manifest, search_warmup, search_windows
 from llmload.report.server import attach_server_metrics
 from llmload.report.steps import measure_steps
@@ -146,4 +147,5 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
                     notes=notes, df=df, level=loaded.level, warmup_s=warmup, error_budget=budget_text(opts),
                     run_id=loaded.run_id, manifest=manifest)
     attach_server_metrics(report, files.prefix_of(first))  # PREFIX_server_metrics.csv
+    report.warnings.extend(check_intended_hits(manifest, scenarios))  # prefix_hit_rate against cached_tokens
     return report
