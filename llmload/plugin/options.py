@@ -68,8 +68,9 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--step-seconds", dict(type=float, default=0.0, help="step shape: seconds each step lasts")),
     ("--step-spawn-rate", dict(type=float, default=0.0, help="step shape: users started per second when a step "
                                                              "begins")),
-    ("--slo-stop-after", dict(type=float, default=0.0, help="shapes: act when an SLO stays broken this many seconds "
-                                                            "on the live window (0: off)")),
+    ("--slo-stop-after", dict(type=float, default=0.0, help="step shape: act when a step's verdict (as "
+                                                            "llmload report judges it) stays broken this many "
+                                                            "seconds (0: off)")),
     ("--slo-stop-action", dict(default="", help="stop: end the run (default); hold: go back to the last good step "
                                                 "and hold it")),
     ("--ramp-users", dict(type=int, default=0, help="ramp shape: users at the top of the ramp")),
@@ -83,8 +84,8 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--search-max", dict(type=float, default=0.0, help="search shape: highest load (users or requests/s)")),
     ("--search-precision", dict(type=float, default=0.0, help="search shape: stop when the bracket is this narrow "
                                                               "(users or requests/s)")),
-    ("--search-warmup-s", dict(type=float, default=0.0, help="search shape: seconds after each change not judged "
-                                                             "(default 5, as llmload report)")),
+    ("--search-warmup-s", dict(type=float, default=0.0, help="search shape and SLO stop: seconds after each change "
+                                                             "not judged (default 5, as llmload report)")),
     ("--seed", dict(default="", help="workload seed (default: a fresh one per run, printed in the summary and "
                                      "PREFIX_run.json); the same seed sends the same prompts again")),
     ("--server-metrics", dict(action="append", default=[], metavar="URL",
