@@ -97,6 +97,9 @@ def parse_slo(text: str, where: str = "--slo") -> SLO:
     scope, _, rest = spec.rpartition(":") if ":" in spec.split("=", 1)[0] else ("", "", spec)
     metric, sep, value = rest.partition("=")
     metric = metric.strip()
+    for synonym in catalog.TASK_SYNONYMS:  # session_p95_s: a call-graph session's makespan is its task time
+        if metric.startswith(synonym + "_"):
+            metric = TASK + metric[len(synonym):]
     if not sep:
         raise ValueError(f"{where} {text!r}: expected [SCENARIO:]METRIC=VALUE, e.g. ttft_p95_ms=2000")
     match = _PATTERN.match(metric)
