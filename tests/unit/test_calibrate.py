@@ -222,3 +222,14 @@ def test_processes_scale_when_each_streams_what_one_alone_does():
     r = build_result(CalibrateSettings(processes=2), together, [0, 1], climb, sc)
     assert "--processes 2: 9,000 tok/s per process together at 256 streams each, 90 % of one process alone " \
            "(10,000 tok/s): they scale" in summary_lines(r)
+
+
+def test_the_command_line_takes_the_tolerances(capsys):
+    from llmload.cli import build_parser
+
+    args = build_parser().parse_args(["calibrate", "--ttft-error-ms", "0.5", "--share", "0.95", "--repeats", "5"])
+    assert (args.ttft_error_ms, args.itl_max_error_ms, args.share, args.max_stall_ms, args.repeats) == (
+        0.5, 2.0, 0.95, None, 5)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["calibrate", "--share", "1.5"])
+    assert "--share: expected a share of requests" in capsys.readouterr().err
