@@ -17,7 +17,7 @@ those are dropped, not averaged.
 Usage::
 
     exposition = parse_exposition(body, source=url)
-    rows = gpu_samples(exposition)              # MappedSample per DCGM series, for PREFIX_gpu_metrics.csv
+    rows = gpu_samples(exposition)              # MappedSample per series, for PREFIX_gpu_metrics.csv
     readings = gpu_readings(rows)               # {gpu key: {"power_w": 512.3, "energy_mj": ..., ...}}
     gpu_identity(rows[0].labels)                # GpuIdentity(key="GPU-604a…", gpu="0", hostname=..., pod=...)
 """
@@ -122,12 +122,11 @@ def field_of(sample_name: str) -> GpuField | None:
 
 
 def gpu_samples(exposition: Exposition) -> list[MappedSample]:
-    """The rows of one scrape for ``PREFIX_gpu_metrics.csv``: every ``DCGM_*`` series under the
-    exporter's own name (a counter without the ``_total`` the parser adds), blanks dropped."""
+    """The rows of one scrape for ``PREFIX_gpu_metrics.csv``: every series of the body under the
+    exporter's own name (a counter without the ``_total`` the parser adds), blanks dropped. (An
+    exporter's body is its ``DCGM_*`` fields; the mock adds its exact totals, ``llmload_mock:*``.)"""
     rows = []
     for (name, labels), value in exposition.samples.items():
-        if not name.startswith("DCGM_"):
-            continue
         field = field_of(name)
         if is_blank(value, field):
             continue

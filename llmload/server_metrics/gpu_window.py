@@ -3,7 +3,8 @@
 Input: the run's scrapes, each ``(time, {gpu key: reading})`` as :func:`~llmload.server_metrics.gpu.gpu_readings`
 gives them, in time order. Over a window ``[start, end]``, from the scrapes inside it:
 
-* per GPU: the mean of utilisation, SM active (``DCGM_FI_PROF_SM_ACTIVE``, else
+* per GPU: the mean (over the window's scrapes but its first, which speaks of the time before it) of
+  utilisation, SM active (``DCGM_FI_PROF_SM_ACTIVE``, else
   ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``, the default counters' stand-in), DRAM active, tensor active
   and power; memory used (mean and max, MiB), the lowest SM clock, the highest temperature;
 * **energy** from the energy counter's difference between the window's first and last scrape
@@ -88,10 +89,14 @@ def _grew(series: list[tuple[float, float]]) -> bool:
 
 def _one_gpu(inside: Points, gpu: str, first_xid: float | None) -> dict[str, Any]:
     entry: dict[str, Any] = {"scrapes": sum(1 for _, r in inside if gpu in r)}
+    # A gauge read at a scrape describes the time up to it (DCGM samples over its update period; the
+    # mock averages since its previous scrape): the window's first scrape speaks of time before
+    # the window, so the means leave it out when there are later ones.
+    later = inside[1:] if len(inside) > 1 else inside
     for key in MEAN_KEYS:
-        entry[key] = _mean([v for _, v in _series(inside, gpu, key)])
+        entry[key] = _mean([v for _, v in _series(later, gpu, key)])
     if entry["sm_active"] is None:
-        entry["sm_active"] = _mean([v for _, v in _series(inside, gpu, "gr_engine_active")])
+        entry["sm_active"] = _mean([v for _, v in _series(later, gpu, "gr_engine_active")])
         entry["sm_active_field"] = "gr_engine_active" if entry["sm_active"] is not None else None
     else:
         entry["sm_active_field"] = "sm_active"

@@ -19,7 +19,7 @@ A metrics endpoint must never slow or break the load, so:
 * the first failure of an endpoint is one warning; later ones are only ``up`` 0 rows in the CSV.
 
 The same loop reads the GPUs: :data:`GPU` (``--gpu-metrics URL``, a DCGM exporter per node) keeps
-every ``DCGM_*`` series under the exporter's names (:mod:`llmload.server_metrics.gpu`) in
+every series (the ``DCGM_*`` fields) under the exporter's names (:mod:`llmload.server_metrics.gpu`) in
 ``PREFIX_gpu_metrics.csv`` (the same long format), with the same bounds; a run without it says so
 in one line. What a scraper reads is its :class:`MetricsKind`: the parse, and whether its scrapes
 feed the live view.
@@ -132,7 +132,7 @@ def parse_in_slices(body: bytes, url: str) -> tuple[str | None, ServerSnapshot, 
 
 
 def parse_gpu_in_slices(body: bytes, url: str) -> tuple[str | None, ServerSnapshot | None, list[MappedSample]]:
-    """A DCGM exporter's body: its ``DCGM_*`` samples, parsed with the same pauses as an engine's."""
+    """A DCGM exporter's body: its samples (the ``DCGM_*`` fields), parsed with the same pauses as an engine's."""
     since = perf_counter()
 
     def pause() -> None:
