@@ -53,8 +53,8 @@ class GpuModel:
 
     gpus: int = 1
     idle_w: float = 75.0
-    j_per_prefill_token: float = 0.02
-    j_per_decode_token: float = 0.25
+    j_per_prefill_token: float = 0.004  # the default profile prefills ~100k tokens/s: ~400 W
+    j_per_decode_token: float = 0.1
     throttle: tuple[float, float] | None = None
     """(start, seconds) after the mock started; None: never."""
     model_name: str = "NVIDIA H100 80GB HBM3"

@@ -70,10 +70,10 @@ def add_mock_arguments(p: argparse.ArgumentParser) -> None:
                      help="GPUs the replica runs on; they share its work evenly (default 1)")
     gpu.add_argument("--gpu-idle-w", type=number(at_least=0), default=75.0, metavar="W",
                      help="each GPU's power when idle, in watts (default 75)")
-    gpu.add_argument("--gpu-j-per-prefill-token", type=number(at_least=0), default=0.02, metavar="J",
-                     help="energy of one prefill token on top of idle, in joules, all GPUs together (default 0.02)")
-    gpu.add_argument("--gpu-j-per-decode-token", type=number(at_least=0), default=0.25, metavar="J",
-                     help="energy of one decode token on top of idle, in joules, all GPUs together (default 0.25)")
+    gpu.add_argument("--gpu-j-per-prefill-token", type=number(at_least=0), default=0.004, metavar="J",
+                     help="energy of one prefill token on top of idle, in joules, all GPUs together (default 0.004)")
+    gpu.add_argument("--gpu-j-per-decode-token", type=number(at_least=0), default=0.1, metavar="J",
+                     help="energy of one decode token on top of idle, in joules, all GPUs together (default 0.1)")
     gpu.add_argument("--gpu-throttle", default=None, metavar="START:SECONDS",
                      help="throttle the GPUs (power cap) for SECONDS from START seconds after the mock starts: "
                           "slower steps and DCGM's throttle reasons (default: never)")
@@ -110,8 +110,8 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
         raise ValueError("--log-tokens needs --log FILE")
     throttle_text = getattr(args, "gpu_throttle", None)
     gpu = GpuModel(gpus=getattr(args, "gpus", 1), idle_w=getattr(args, "gpu_idle_w", 75.0),
-                   j_per_prefill_token=getattr(args, "gpu_j_per_prefill_token", 0.02),
-                   j_per_decode_token=getattr(args, "gpu_j_per_decode_token", 0.25),
+                   j_per_prefill_token=getattr(args, "gpu_j_per_prefill_token", 0.004),
+                   j_per_decode_token=getattr(args, "gpu_j_per_decode_token", 0.1),
                    throttle=parse_throttle(throttle_text) if throttle_text else None)
     max_connections = getattr(args, "max_connections", 20_000)  # bounded by the parser (argtypes)
     idle_timeout = getattr(args, "idle_timeout", 300.0)

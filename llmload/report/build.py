@@ -14,6 +14,7 @@ import pandas as pd
 from llmload import files
 from llmload.metrics.slo import ERROR_RATE, SLO, slos_for, with_error_budget
 from llmload.report.capacity import cost_at, find_capacity, plan_for
+from llmload.report.gpu import GpuRun, attach_gpu_metrics, flag_gpu_steps, load_gpu_metrics
 from llmload.report.load import load_requests
 from llmload.report.model import DEFAULT_WARMUP_S, Report, ReportOptions, Section
 from llmload.report.run_identity import read_manifest, search_warmup
@@ -83,7 +84,8 @@ def fold_scenario_verdicts(steps: list[Step], scenarios: dict[str, Section]) -> 
 
 
 def _section(name: str, df: pd.DataFrame, slos: list[SLO], opts: ReportOptions, warmup_s: float,
-             notes: list[str], warnings: list[str], scenarios: dict[str, Section] | None = None) -> Section:
+             notes: list[str], warnings: list[str], scenarios: dict[str, Section] | None = None,
+             gpus: GpuRun | None = None) -> Section:
     step_slos = [s for s in slos if not s.per_task]  # task SLOs are judged over tasks (report.tasks)
     steps, step_notes, step_warnings = measure_steps(df, warmup_s, step_slos, opts.sample_floor)
     where = "" if name == "all" else f"{name}: "
@@ -92,6 +94,7 @@ def _section(name: str, df: pd.DataFrame, slos: list[SLO], opts: ReportOptions, 
     folded = fold_scenario_verdicts(steps, scenarios or {})
     if folded:
         notes.append("the whole run's capacity holds every SLO, the scenario-scoped ones included")
+    flag_gpu_steps(steps, gpus, opts.allow_throttled)  # a throttled step is never capacity
     capacity = find_capacity([s.data for s in steps], bool(step_slos) or folded)
     unit = "req/s arrivals" if steps and steps[0].data["arrival_rate"] is not None else "users"
     if capacity.get("non_monotone"):
@@ -148,14 +151,15 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
         warnings.append(f"SLO(s) for scenario(s) {', '.join(unknown)} that the run does not have: "
                         f"the run has {', '.join(scenario_names)}")
     slos = with_error_budget(opts.slos, opts.error_budget)
+    gpus = load_gpu_metrics(prefix)  # PREFIX_gpu_metrics.csv: flags throttled steps before capacity
     # A run of one scenario is that scenario: its scoped SLOs apply to the whole run too.
     scope = scenario_names[0] if len(scenario_names) == 1 else None
     scenarios = {}
     if len(scenario_names) > 1:
         for name in scenario_names:
             sub = df[df["scenario"].astype(str) == name]
-            scenarios[name] = _section(name, sub, slos_for(slos, name), opts, warmup, notes, warnings)
-    overall = _section("all", df, slos_for(slos, scope), opts, warmup, notes, warnings, scenarios)
+            scenarios[name] = _section(name, sub, slos_for(slos, name), opts, warmup, notes, warnings, gpus=gpus)
+    overall = _section("all", df, slos_for(slos, scope), opts, warmup, notes, warnings, scenarios, gpus=gpus)
     if len(scenario_names) == 1:
         scenarios[scenario_names[0]] = overall
     if not overall.steps:
@@ -167,4 +171,5 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
                     notes=notes, df=df, level=loaded.level, warmup_s=warmup, error_budget=budget_text(opts),
                     run_id=loaded.run_id, manifest=manifest)
     attach_server_metrics(report, files.prefix_of(first))  # PREFIX_server_metrics.csv
+    attach_gpu_metrics(report, gpus)  # PREFIX_gpu_metrics.csv
     return report

@@ -132,8 +132,8 @@ def gpu_samples(exposition: Exposition) -> list[MappedSample]:
             continue
         if field is not None:
             name = field.name
-        elif name.endswith("_total") and exposition.types.get(name[:-6]) == COUNTER:
-            name = name[:-6]  # the exporter wrote no _total; the parser added it
+        elif name.startswith("DCGM_") and name.endswith("_total") and exposition.types.get(name[:-6]) == COUNTER:
+            name = name[:-6]  # dcgm-exporter writes counters without _total; the parser added it
         rows.append(MappedSample(name, labels, value))
     return rows
 
