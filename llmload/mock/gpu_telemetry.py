@@ -18,7 +18,8 @@ between steps the GPU is idle (0). Each scrape reports the time-weighted mean si
 one, and ``DCGM_FI_DEV_GPU_UTIL`` the share of that time a step ran. A decode-heavy load is then
 memory-bandwidth-bound, a prefill-heavy one compute-bound, a light one underused.
 
-**Throttling** (``throttle``: start and length in seconds after the mock started): while it lasts
+**Throttling** (``throttle``: start and length in seconds after the mock's first completion
+request, so a test can place it in a load step; :meth:`GpuMeter.load_started`): while it lasts
 the clock-event bitmask says SW power cap (0x4), the SM clock drops from 1,980 to 1,410 MHz, the
 power-violation counter grows by the throttled nanoseconds, and each step takes ``SLOWDOWN``
 (1,980 / 1,410) times longer.
@@ -56,7 +57,7 @@ class GpuModel:
     j_per_prefill_token: float = 0.004  # the default profile prefills ~100k tokens/s: ~400 W
     j_per_decode_token: float = 0.1
     throttle: tuple[float, float] | None = None
-    """(start, seconds) after the mock started; None: never."""
+    """(start, seconds) after the first completion request; None: never."""
     model_name: str = "NVIDIA H100 80GB HBM3"
 
     def validate(self) -> None:
@@ -76,7 +77,7 @@ def parse_throttle(text: str) -> tuple[float, float]:
     except ValueError:
         window = (-1.0, -1.0)
     if not sep or window[0] < 0 or window[1] <= 0:
-        raise ValueError(f"--gpu-throttle {text!r}: expected START:SECONDS after the mock starts, e.g. 30:20")
+        raise ValueError(f"--gpu-throttle {text!r}: expected START:SECONDS after the first request, e.g. 30:20")
     return window
 
 
@@ -87,6 +88,7 @@ class GpuMeter:
         model.validate()
         self.model = model
         self.t0 = t0
+        self.load_t0: float | None = None  # the first completion request: the throttle window's origin
         self.prefill_tokens = 0
         self.decode_tokens = 0
         self._output_tokens = 0  # of finished steps: a decode, or a prefill chunk that ends its prompt
@@ -97,9 +99,14 @@ class GpuMeter:
         self._last_scrape: tuple[float, float, dict[str, float]] | None = None  # time, energy J, busy totals
 
     # -- fed by the engine -----------------------------------------------------------------
+    def load_started(self, now: float) -> None:
+        """A completion request arrived (the first one starts the throttle clock)."""
+        if self.load_t0 is None:
+            self.load_t0 = now
+
     def throttled(self, now: float) -> bool:
-        window = self.model.throttle
-        return window is not None and window[0] <= now - self.t0 < window[0] + window[1]
+        window, origin = self.model.throttle, self.load_t0
+        return window is not None and origin is not None and window[0] <= now - origin < window[0] + window[1]
 
     def slowdown(self, start: float) -> float:
         """How much longer a step that starts now takes."""
@@ -154,10 +161,10 @@ class GpuMeter:
         return self._current(now)[2]
 
     def throttled_s(self, now: float) -> float:
-        window = self.model.throttle
-        if window is None:
+        window, origin = self.model.throttle, self.load_t0
+        if window is None or origin is None:
             return 0.0
-        return min(max(now - self.t0 - window[0], 0.0), window[1])
+        return min(max(now - origin - window[0], 0.0), window[1])
 
     def scrape(self, now: float) -> dict[str, float]:
         """One GPU's readings now, averaged since the previous scrape (or the start)."""

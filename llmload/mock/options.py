@@ -75,7 +75,7 @@ def add_mock_arguments(p: argparse.ArgumentParser) -> None:
     gpu.add_argument("--gpu-j-per-decode-token", type=number(at_least=0), default=0.1, metavar="J",
                      help="energy of one decode token on top of idle, in joules, all GPUs together (default 0.1)")
     gpu.add_argument("--gpu-throttle", default=None, metavar="START:SECONDS",
-                     help="throttle the GPUs (power cap) for SECONDS from START seconds after the mock starts: "
+                     help="throttle the GPUs (power cap) for SECONDS from START seconds after the first request: "
                           "slower steps and DCGM's throttle reasons (default: never)")
     g = p.add_argument_group("engine parameters (override the profile)")
     for name, kind in ENGINE_FLAGS.items():

@@ -226,6 +226,7 @@ class MockServer:
         arrival_mono = rx_mono
         arrival_unix = time.time() - (perf_counter() - rx_mono)
         self._ids += 1
+        self.gpu.load_started(arrival_mono)
         rid = headers.get("x-request-id") or f"mock-{self._ids}"
         self.requests_total += 1
         try:

@@ -52,7 +52,10 @@ def test_the_activity_follows_the_profile_and_the_counter_matches_the_exact_ener
 
 
 def test_throttling_slows_steps_and_shows_in_the_reasons() -> None:
-    meter = GpuMeter(GpuModel(throttle=(1.0, 2.0)), t0=10.0)
+    meter = GpuMeter(GpuModel(throttle=(1.0, 2.0)), t0=0.0)
+    assert meter.slowdown(11.5) == 1.0  # no request yet: the throttle's clock has not started
+    meter.load_started(10.0)
+    meter.load_started(10.4)  # only the first request counts
     assert meter.slowdown(10.5) == 1.0 and meter.slowdown(11.5) == SLOWDOWN and meter.slowdown(13.0) == 1.0
     before = _one(render_dcgm(meter, 10.5))
     during = _one(render_dcgm(meter, 12.0))
