@@ -9,6 +9,7 @@ Routes (under the base path): ``llmload/dashboard`` (charts over time, SVG drawn
 script in the page: no CDN, works offline), ``llmload/live.json`` (the tab's rows),
 ``llmload/history.json`` (the dashboard's data: client rows and server samples),
 ``llmload/metrics.json`` (the dashboard's latency charts: ``metrics.catalog.dashboard_spec``),
+``llmload/metrics`` (llmload's own metrics in Prometheus' text format, :mod:`llmload.plugin.prometheus_export`),
 ``llmload/requests.csv`` and ``llmload/server_metrics.csv`` (written only with ``--csv``: without
 it the links say so), ``llmload/llm_stats.csv`` and ``llmload/history.csv`` (the file with
 ``--csv``, else made from the rows in memory).
@@ -80,6 +81,18 @@ class LiveView(Protocol):
 
     def run_file(self, suffix: str) -> str | None:
         """The path of the run's file of ``suffix`` (a :mod:`llmload.files` name); None without --csv."""
+        ...
+
+    def watch_rows(self, listener: Any) -> None:
+        """Call ``listener(rows)`` with every batch of final request rows."""
+        ...
+
+    def model(self) -> str:
+        """The model the run asks for ('' until known)."""
+        ...
+
+    def load_state(self) -> dict[str, Any]:
+        """``users``, ``in_flight`` (per scenario) and ``health`` (the client health samples) now."""
         ...
 
 
@@ -207,6 +220,10 @@ def install(environment: Any, view: LiveView) -> None:
         {"href": f"{base}/llmload/server_metrics.csv", "title": "Download llmload server metrics CSV" + needs_csv},
     ]
     auth = web_ui.auth_required_if_enabled
+    from llmload.plugin.prometheus_export import LLMLoadMetrics
+
+    exported = LLMLoadMetrics(view.model, view.load_state)
+    view.watch_rows(exported.add_rows)
     bp = Blueprint("llmload", __name__, url_prefix=f"{base}/llmload" if base else "/llmload")
 
     @web_ui.app.after_request
@@ -230,6 +247,11 @@ def install(environment: Any, view: LiveView) -> None:
     @auth
     def metrics() -> Response:  # the dashboard's latency charts, from the metric catalog
         return Response(json.dumps({"metrics": catalog.dashboard_spec()}), mimetype="application/json")
+
+    @bp.route("/metrics")
+    @auth
+    def prometheus_metrics() -> Response:  # for Prometheus and Grafana, behind the web UI's auth
+        return Response(exported.exposition(), mimetype="text/plain; version=0.0.4; charset=utf-8")
 
     @bp.route("/live.json")
     @auth
