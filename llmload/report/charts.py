@@ -94,6 +94,38 @@ def tokens_per_step(steps: list[dict[str, Any]], label: str = "users") -> bytes 
     return _png(fig)
 
 
+def gpu_per_step(steps: list[dict[str, Any]], label: str = "users") -> bytes | None:
+    """The GPUs per step (runs with GPU metrics): activity, power and J per output token, throttled
+    steps hatched."""
+    steps = [s for s in steps if s.get("gpu")]
+    if not steps:
+        return None
+    plt = _fig()
+    fig, (act, energy) = plt.subplots(1, 2, figsize=(10, 3.0))
+    x = np.arange(len(steps))
+    for i, (key, name) in enumerate((("sm_active", "SM"), ("dram_active", "DRAM"), ("tensor_active", "tensor"))):
+        act.bar(x + (i - 1) * 0.27, [(s["gpu"].get(key) or 0) * 100 for s in steps], 0.27, label=f"{name} active")
+    act.set_ylim(0, 118)  # room for the legend above the bars
+    act.set_ylabel("% (mean of the GPUs)")
+    act.set_title("GPU activity per step")
+    power = energy.bar(x, [s["gpu"].get("power_w") or 0 for s in steps], 0.5, color="C7", label="power W")
+    for bar, s in zip(power, steps, strict=True):
+        if s.get("gpu_flag"):
+            bar.set_hatch("//")
+    energy.set_ylabel("power W (all GPUs)")
+    per_token = energy.twinx()
+    per_token.plot(x, [s["gpu"].get("j_per_output_token") for s in steps], "o-", color="C3", label="J / output token")
+    per_token.set_ylabel("J per output token")
+    per_token.set_ylim(bottom=0)
+    energy.set_title("Power (hatched: throttled or XID) and J per output token")
+    for ax in (act, energy):
+        ax.set_xticks(x, [f'{s["level"]:g}' for s in steps])
+        ax.set_xlabel(label)
+        ax.grid(alpha=0.3, axis="y")
+    act.legend(fontsize=7, ncol=3, loc="upper center")
+    return _png(fig)
+
+
 def errors_per_step(steps: list[dict[str, Any]], label: str = "users") -> bytes | None:
     kinds = sorted({k for s in steps for k in s["errors_by_status"]})
     if not steps or not kinds:

@@ -160,6 +160,8 @@ def blocks(report: Report) -> list[Block]:
         if table:
             heading, text, header, rows = table
             out.append(Block(heading, 2, text=text, header=header, rows=rows))
+            if heading == "GPUs":
+                out.append(Block(chart="gpu"))
     # A run whose server reports cached_tokens but never hit the cache (a chat run) has no section.
     caches = [(n, s.prefix_cache) for n, s in report.scenarios.items()
               if s.prefix_cache and s.prefix_cache.get("requests_with_hits")]
@@ -240,6 +242,7 @@ def write_all(report: Report, out_dir: str, name_prefix: str = "") -> list[str]:
         "tokens": ch.tokens_per_step(steps, label),
         "errors": ch.errors_per_step(steps, label),
         "ttft_time": ch.ttft_over_time(report.df),
+        "gpu": ch.gpu_per_step(steps, label),
     }
     bl = blocks(report)
     return write_files(out_dir, {

@@ -9,6 +9,7 @@ import pytest
 
 from llmload import files
 from llmload.report import ReportOptions, build_report
+from llmload.report.charts import gpu_per_step
 from llmload.report.gpu import client_work, gpu_columns
 from llmload.report.render import blocks
 from tests.support.report_rows import req, write_csv
@@ -59,7 +60,8 @@ def test_energy_per_token_and_request_over_the_same_window(tmp_path):
     assert report.overall.cost["energy_usd_per_hour"] == pytest.approx(0.5 * 0.2)
     assert gpu_columns(report)["gpu_bound_by"] == "memory-bandwidth-bound"
     md = "\n".join(b.heading or "" for b in blocks(report))
-    assert "GPUs" in md
+    assert "GPUs" in md and any(b.chart == "gpu" for b in blocks(report))
+    assert gpu_per_step([s.data for s in report.overall.steps]).startswith(b"\x89PNG")
 
 
 def test_a_throttled_step_is_never_capacity_unless_allowed(tmp_path):
