@@ -130,9 +130,9 @@ def server_metrics_setup(environment: Any) -> ServerMetricsSetup:
         raise ConfigError(f"--server-metrics-interval {text!r}: expected seconds > 0, e.g. 2")
     gpu_urls = [str(u).strip() for u in option(environment, "gpu_metrics", []) or []]
     for url in gpu_urls:
-        if not is_http_url(url):
+        if url != "nvml" and not is_http_url(url):
             raise ConfigError(f"--gpu-metrics {url!r}: expected the http:// or https:// URL of a DCGM exporter's "
-                              "metrics, e.g. http://127.0.0.1:9400/metrics")
+                              "metrics, e.g. http://127.0.0.1:9400/metrics, or nvml (this machine's GPUs)")
     return ServerMetricsSetup(urls=tuple(urls), interval_s=interval, off=off, gpu_urls=tuple(gpu_urls))
 
 

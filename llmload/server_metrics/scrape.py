@@ -71,6 +71,7 @@ from llmload.server_metrics import (
 )
 from llmload.server_metrics.gpu import gpu_samples
 from llmload.server_metrics.known import MappedSample
+from llmload.server_metrics.nvml import NvmlUnavailable, nvml_body
 from llmload.server_metrics.series import CSV_HEADER, FleetSeries, csv_rows, failed_rows, live_point
 
 log = logging.getLogger("llmload")
@@ -79,6 +80,7 @@ MAX_TIMEOUT_S = 10.0
 LIVE_WINDOW_S = 10.0
 KEEP_POINTS = 600  # combined scrapes kept for the live view (20 min at 2 s)
 KEEP_SAMPLES = 20_000
+NVML = "nvml"  # --gpu-metrics nvml: this machine's GPUs through NVML (llmload.server_metrics.nvml)
 
 
 # Straight to the server, as the load goes: no proxy from the environment (http_proxy ...).
@@ -264,7 +266,7 @@ class ServerMetricsScraper:
         self.scrapes += 1
         try:
             sent = time.time()
-            body = fetch(url, self.timeout_s)
+            body = self._local_gpus() if url == NVML else fetch(url, self.timeout_s)
             if self.kind.stamp_answer:
                 t = (sent + time.time()) / 2.0
             t1 = time.perf_counter()
@@ -278,6 +280,13 @@ class ServerMetricsScraper:
         rows = csv_rows(t, url, mapped, engine=engine, duration_s=time.perf_counter() - t0)
         self.busy_s += time.perf_counter() - t1
         return snap, rows
+
+    @staticmethod
+    def _local_gpus() -> bytes:
+        try:
+            return nvml_body()
+        except NvmlUnavailable as e:
+            raise ScrapeError(str(e)) from None
 
     def _warn(self, url: str, reason: str) -> None:
         if url in self._warned:
@@ -335,9 +344,17 @@ def start_scraper(setup: Any, host: str | None, csv_prefix: str | None) -> Serve
 
 
 def start_gpu_scraper(setup: Any, csv_prefix: str | None) -> ServerMetricsScraper | None:
-    """A running scraper of the DCGM exporters ``setup.gpu_urls`` for one test, or None (and one
-    line saying the run has no GPU telemetry) without ``--gpu-metrics``."""
+    """A running scraper of the DCGM exporters ``setup.gpu_urls`` (and of this machine's GPUs for
+    ``nvml``) for one test, or None (and one line saying the run has no GPU telemetry)."""
     urls = list(getattr(setup, "gpu_urls", ()))
+    if NVML in urls:
+        try:
+            nvml_body()
+        except NvmlUnavailable as e:
+            log.info("llmload: --gpu-metrics nvml: %s; this machine's GPUs are left out", e)
+            urls.remove(NVML)
+            if not urls:
+                return None  # that line said it
     if not urls:
         log.info("llmload: no GPU metrics (pass --gpu-metrics URL, a DCGM exporter's /metrics per node, to put the "
                  "GPUs in the report)")
