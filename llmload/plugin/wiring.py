@@ -280,8 +280,8 @@ class LLMLoadPlugin:
             self.gpu_scraper = start_gpu_scraper(checked.server_metrics, prefix)
 
     def _on_test_stop(self, environment: Environment, **_kw: Any) -> None:
-        self.shared.stop()
-        if self.role.stop():
+        run_each("the stop of the test", (("the shared workload state", self.shared.stop),))
+        if self.role.stop():  # a worker sends its final data here: nothing before may keep it from running
             self._finish_run()
 
     def _finish_run(self) -> None:
