@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from llmload.files import WARMUP_PHASE
 from llmload.metrics.record import CANCELLED, CSV_COLUMNS, OK
 from llmload.metrics.slo import ERROR_RATE, SLO
 
@@ -145,8 +146,9 @@ class StepSample:
 
     def add(self, rows: list[tuple]) -> None:
         start, status, col, e2e = _COL["start_time"], _COL["status"], _COL[self.column], _COL["e2e_ms"]
+        phase = _COL["phase"]
         for r in rows:
-            if r[status] == CANCELLED or r[start] < self.started_at or r[col] is None:
+            if r[status] == CANCELLED or r[start] < self.started_at or r[col] is None or r[phase] == WARMUP_PHASE:
                 continue
             if abs(float(r[col]) - self.level) > 1e-9:
                 continue

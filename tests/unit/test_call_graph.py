@@ -149,7 +149,8 @@ def test_the_shared_context_is_the_same_text_in_every_process(tmp_path):
 
 def test_graph_rows_are_at_the_end_of_the_requests_columns():
     from llmload.files import REQUESTS_COLUMNS
-    assert REQUESTS_COLUMNS[-2:] == ("call_id", "call_after")
+    at = REQUESTS_COLUMNS.index("call_id")  # appended after backoff_ms; later columns go after them
+    assert REQUESTS_COLUMNS[at - 1:at + 2] == ("backoff_ms", "call_id", "call_after")
     assert isinstance(CallGraph(()), CallGraph)
 
 
