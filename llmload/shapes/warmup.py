@@ -45,15 +45,15 @@ class WarmupPlan:
         return {"seconds": self.seconds, "users": self.users, "rate": self.rate}
 
 
-def _number(flag: str, text: Any, whole: bool) -> float | None:
+def _number(flag: str, text: Any, what: str) -> float | None:
     if text in (None, ""):
         return None
+    whole = what.startswith("a whole")
     try:
         value = int(str(text)) if whole else float(str(text))
     except ValueError:
         value = -1
-    if not value > 0 or (not whole and not math.isfinite(value)):
-        what = "a whole number of users >= 1" if whole else "a number of seconds (or requests/s) > 0"
+    if not value > 0 or not math.isfinite(value):
         raise ValueError(f"{flag} {text!r}: expected {what}")
     return value
 
@@ -61,9 +61,9 @@ def _number(flag: str, text: Any, whole: bool) -> float | None:
 def parse_warmup(seconds: Any, users: Any, rate: Any) -> WarmupPlan | None:
     """The warm-up of ``--warmup-seconds``, ``--warmup-users``, ``--warmup-rate`` (None: none).
     Raises ValueError with a one-line message naming the flag."""
-    s = _number("--warmup-seconds", seconds, whole=False)
-    u = _number("--warmup-users", users, whole=True)
-    r = _number("--warmup-rate", rate, whole=False)
+    s = _number("--warmup-seconds", seconds, "seconds > 0")
+    u = _number("--warmup-users", users, "a whole number of users >= 1")
+    r = _number("--warmup-rate", rate, "requests/s > 0")
     if s is None:
         given = [f for f, v in (("--warmup-users", u), ("--warmup-rate", r)) if v is not None]
         if given:

@@ -29,11 +29,11 @@ def test_warmup_options_parse_and_bad_ones_name_the_flag():
     for args, message in ((("", "8", ""), "--warmup-users needs --warmup-seconds S"),
                           (("", "", "3"), "--warmup-rate needs --warmup-seconds S"),
                           (("30", "", ""), "--warmup-seconds '30': give --warmup-users N"),
-                          (("-1", "4", ""), "--warmup-seconds '-1': expected a number"),
+                          (("-1", "4", ""), "--warmup-seconds '-1': expected seconds > 0"),
                           (("nan", "4", ""), "--warmup-seconds 'nan': expected"),
                           (("10", "2.5", ""), "--warmup-users '2.5': expected a whole number of users >= 1"),
                           (("10", "0", ""), "--warmup-users '0'"),
-                          (("10", "", "fast"), "--warmup-rate 'fast': expected")):
+                          (("10", "", "fast"), "--warmup-rate 'fast': expected requests/s > 0")):
         with pytest.raises(ValueError) as e:
             parse_warmup(*args)
         assert str(e.value).startswith(message), str(e.value)
