@@ -2,15 +2,17 @@
 any shape's clock starts, or before a plain ``-u``/``-t`` run), and which rows it marks.
 
 A warm-up runs ``--warmup-users N`` users (closed loop), or ``--warmup-rate R`` arrivals per second
-for open-loop workloads (with ``--warmup-users`` senders, else as many as the shape uses). Every
-request that *started* before the warm-up ended gets ``phase=warmup`` in PREFIX_requests.csv; the
-report, the SLO stop and the capacity search leave those rows out.
+for open-loop workloads (with ``--warmup-users`` senders, else as many as the shape uses). It ends
+once the users the shape's first stage stops have stopped (:func:`drained`). Every request that
+*started* before it ended gets ``phase=warmup`` in PREFIX_requests.csv; the report, the SLO stop
+and the capacity search leave those rows out.
 
 Usage::
 
     plan = parse_warmup("30", "64", "")          # WarmupPlan(seconds=30.0, users=64, rate=None)
     plan.stage(10.0, senders=8, spawn_rate=100)  # (64, 100.0): still warming up
-    plan.stage(30.0, senders=8, spawn_rate=100)  # None: over; the shape's own clock starts now
+    plan.stage(30.0, senders=8, spawn_rate=100)  # None: over; on to the shape's first stage ...
+    drained(users=12, target=4, waited_s=1.0, limit_s=65.0)  # False: ... once its extra users stopped
     after_warmup(95.0, 64, 1.0, run_time=60.0)   # (64, 1.0): a plain run's users, 65 s into its 60
     rows = WarmupRows(); rows.begin(30.0)        # every row written from now is a warm-up row ...
     rows.end(time.time()); rows.stamp(batch)     # ... until a row started after the end
@@ -27,6 +29,7 @@ from llmload.files import COL, WARMUP_PHASE
 
 WARMUP = WARMUP_PHASE  # the phase column's value for a warm-up row (empty otherwise)
 DEFAULT_SPAWN_RATE = 100.0  # users started per second into the warm-up, unless the shape has its own
+DRAIN_SLACK_S = 5.0  # the warm-up's extra users get --stop-timeout plus this long to stop before the shape starts
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,12 @@ def parse_warmup(seconds: Any, users: Any, rate: Any) -> WarmupPlan | None:
         raise ValueError(f"--warmup-seconds {seconds!r}: give --warmup-users N (closed loop) or --warmup-rate R "
                          "(requests/s of open-loop workloads) for the warm-up")
     return WarmupPlan(seconds=s, users=None if u is None else int(u), rate=r)
+
+
+def drained(users: int, target: int, waited_s: float, limit_s: float) -> bool:
+    """Whether the warm-up's extra users have stopped: the run is down to the first stage's
+    ``target`` users (or up to it: spawning more needs no wait), or ``limit_s`` has passed."""
+    return users <= target or waited_s >= limit_s
 
 
 def after_warmup(t: float, users: int, spawn_rate: float, run_time: float | None) -> tuple[int, float] | None:

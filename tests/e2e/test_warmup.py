@@ -23,14 +23,17 @@ def _report(path, slos):
 
 def test_a_slow_warmup_is_marked_and_left_out_of_the_report(mock_factory, tmp_path):
     """16 sequences fit; the warm-up's 48 users queue for a slot (TTFT p95 far over 200 ms), the
-    4- and 8-user steps after it do not. The report must be the report of the steps alone."""
+    4- and 8-user steps after it do not. The SLO stop must not judge the warm-up (its rows fill the
+    live window for seconds after it), and the report must be the report of the steps alone."""
     mock = mock_factory(*KNOWN_CAPACITY_MOCK)
     prefix = tmp_path / "warm"
     res = run_locust(["-f", os.path.join(ROOT, "locustfiles", "steps.py"), "--host", mock.url, "--headless",
                       "--csv", str(prefix), "--steps", "4,8", "--step-seconds", str(STEP_S),
                       "--warmup-seconds", str(WARMUP_S), "--warmup-users", "48", "--ignore-eos",
+                      "--slo", "ttft_p95_ms=200", "--slo-stop-after", "3",
                       "--output-tokens", "20", "--input-tokens", "20", "--stop-timeout", "10"], tmp_path, timeout=180)
     assert res.returncode == 0, res.stderr[-3000:]
+    assert "SLO stop:" not in res.stdout, res.stdout[-3000:]
     rows = load_rows(prefix)
     warm = rows[rows["phase"] == WARMUP_PHASE]
     after = rows[rows["phase"] != WARMUP_PHASE]

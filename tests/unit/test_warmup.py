@@ -111,7 +111,7 @@ def wrapped(monkeypatch, inner, plan, **opts):
     control = Control()
     env = types.SimpleNamespace(parsed_options=types.SimpleNamespace(**opts), llmload_shapes=control, stop_timeout=5)
     shape = WarmupShape(inner, plan)
-    shape.runner = types.SimpleNamespace(environment=env)
+    shape.runner = types.SimpleNamespace(environment=env, user_count=0)
     shape.reset_time()
     return shape, clock, control
 
@@ -121,20 +121,31 @@ def test_the_wrapper_warms_up_then_runs_every_step_of_the_shape_in_full(monkeypa
     shape, clock, control = wrapped(monkeypatch, inner, WarmupPlan(seconds=30.0, users=32))
     assert inner.runner is shape.runner  # the shape after the warm-up reads the same run
     ticks = {}
-    for t in (0.0, 10.0, 29.0, 30.0, 35.0, 39.9, 40.0, 49.9, 50.0, 59.9, 60.0):
-        clock["t"] = 100.0 + t
+    for t, users in ((0.0, 0), (10.0, 32), (29.0, 32), (30.0, 32), (31.0, 20), (32.0, 4), (41.9, 4), (42.0, 4),
+                     (51.9, 8), (52.0, 8), (61.9, 16), (62.0, 16)):
+        clock["t"], shape.runner.user_count = 100.0 + t, users
         ticks[t] = shape.tick()
+        if t == 31.0:
+            assert control.calls == [("began", 30.0)]  # the warm-up's extra users are still stopping
     assert ticks[0.0] == ticks[10.0] == ticks[29.0] == (32, 50.0)  # the warm-up, at the shape's spawn rate
-    # the steps' clock starts at the warm-up's end (t = 30): 4 users for 10 s, 8 for 10 s, 16 for 10 s
-    assert ticks[30.0] == ticks[35.0] == ticks[39.9] == (4, 50.0)
-    assert ticks[40.0] == ticks[49.9] == (8, 50.0)
-    assert ticks[50.0] == ticks[59.9] == (16, 50.0)
-    assert ticks[60.0] is None
-    assert control.calls == [("began", 30.0), ("ended", 5130.0)]
+    assert ticks[30.0] == ticks[31.0] == (4, 50.0)  # the first step, while 28 users finish their requests
+    # the warm-up ends once they have (t = 32): the steps' clock starts then, and each step runs its 10 s
+    assert ticks[32.0] == ticks[41.9] == (4, 50.0)
+    assert ticks[42.0] == ticks[51.9] == (8, 50.0)
+    assert ticks[52.0] == ticks[61.9] == (16, 50.0)
+    assert ticks[62.0] is None
+    assert control.calls == [("began", 30.0), ("ended", 5132.0)]
     assert shape.describe() == inner.describe()
     clock["t"] = 500.0
     shape.reset_time()  # a new test (the web UI's start after a stop): the warm-up again
     assert shape.tick() == (32, 50.0) and control.calls[-1] == ("began", 30.0)
+    clock["t"] += 30.0
+    shape.runner.user_count = 32  # users that never stop: the shape starts after --stop-timeout + 5 s anyway
+    assert shape.tick() == (4, 50.0) and control.calls[-1] == ("began", 30.0)
+    clock["t"] += 9.9
+    assert shape.tick() == (4, 50.0) and control.calls[-1] == ("began", 30.0)
+    clock["t"] += 0.1
+    assert shape.tick() == (4, 50.0) and control.calls[-1] == ("ended", 5000.0 + clock["t"])
 
 
 def test_a_rate_warmup_sets_the_rate_then_gives_it_back_and_a_plain_run_follows(monkeypatch):
@@ -143,8 +154,8 @@ def test_a_rate_warmup_sets_the_rate_then_gives_it_back_and_a_plain_run_follows(
     assert shape.use_common_options  # a plain run: the web UI keeps its user count and spawn rate
     assert shape.tick() == (6, 100.0)  # senders: -u; the warm-up spawns at 100 users/s
     clock["t"] += 5.0
-    assert shape.tick() == (6, 2.0)  # the plain run: -u at -r
-    assert control.calls == [("began", 5.0), ("rate", 3.0), ("ended", 5105.0), ("rate", None)]
+    assert shape.tick() == (6, 2.0)  # the plain run: -u at -r (as many users: nothing to wait for)
+    assert control.calls == [("began", 5.0), ("rate", 3.0), ("rate", None), ("ended", 5105.0)]
     clock["t"] += 19.9
     assert shape.tick() == (6, 2.0)
     clock["t"] += 0.1
