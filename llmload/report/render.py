@@ -16,8 +16,8 @@ import numpy as np
 
 from llmload import files
 from llmload.metrics import catalog
+from llmload.metrics.confidence import settle_text
 from llmload.report import charts as ch
-from llmload.report.confidence import settle_text
 from llmload.report.document import Block, clean, render_html, render_markdown, write_files
 from llmload.report.format import fmt, fmt_usd
 from llmload.report.model import Report, Section
