@@ -72,6 +72,7 @@ class RequestMeta:
     call_id: str = ""  # call-graph sessions: the call's id, and the calls it waited for ("a+b")
     call_after: str = ""
     trace_id: str = ""  # --trace-context: the W3C trace id its traceparent header carried
+    phase: str = ""  # "warmup": started in the run's warm-up (the process that writes the CSV marks it)
 
 
 @dataclass(slots=True)
@@ -118,6 +119,7 @@ class RequestRecord:
             None if m.scheduled_time is None else round(m.scheduled_time, 6), m.requested_input_tokens,
             m.arrival_rate, m.run_id or None, self.coalesced_reads, m.step_kind, m.requested_image_tokens,
             rounded(self.backoff_ms), m.call_id or None, m.call_after or None, m.trace_id or None,
+            m.phase or None,
         )
 
 
