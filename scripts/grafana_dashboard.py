@@ -15,14 +15,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "deploy", "grafana", "llmload.json")
 
 Q = "histogram_quantile({q}, sum by (le, scenario) (rate({name}_bucket[$__rate_interval])))"
+TTFT = "gen_ai_client_operation_time_to_first_chunk_seconds"
+R = "[$__rate_interval]"
 ROWS: list[tuple[str, list[tuple[str, str, list[tuple[str, str]]]]]] = [
     ("llmload: what the users got", [
-        ("TTFT", "s", [("p50 {{scenario}}", Q.format(q=0.5, name="gen_ai_client_operation_time_to_first_chunk_seconds")),
-                       ("p95 {{scenario}}", Q.format(q=0.95, name="gen_ai_client_operation_time_to_first_chunk_seconds"))]),
+        ("TTFT", "s", [("p50 {{scenario}}", Q.format(q=0.5, name=TTFT)),
+                       ("p95 {{scenario}}", Q.format(q=0.95, name=TTFT))]),
         ("TPOT", "s", [("p95 {{scenario}}", Q.format(q=0.95, name="llmload_client_time_per_output_token_seconds"))]),
-        ("Worst gap between tokens", "s", [("p99 {{scenario}}", Q.format(q=0.99, name="llmload_client_itl_max_seconds"))]),
+        ("Worst gap between tokens", "s", [("p99 {{scenario}}",
+                                             Q.format(q=0.99, name="llmload_client_itl_max_seconds"))]),
         ("E2E", "s", [("p99 {{scenario}}", Q.format(q=0.99, name="gen_ai_client_operation_duration_seconds"))]),
-        ("Requests by status", "reqps", [("{{status}}", "sum by (status) (rate(llmload_requests_total[$__rate_interval]))")]),
+        ("Requests by status", "reqps", [("{{status}}", f"sum by (status) (rate(llmload_requests_total{R}))")]),
         ("Tokens", "short", [("{{gen_ai_token_type}} tok/s",
                               "sum by (gen_ai_token_type) (rate(llmload_tokens_total[$__rate_interval]))")]),
         ("Users and requests in flight", "short", [("users", "sum(llmload_running_users)"),
@@ -49,9 +52,9 @@ ROWS: list[tuple[str, list[tuple[str, str, list[tuple[str, str]]]]]] = [
         ("Utilisation", "percent", [("{{gpu}} {{Hostname}}", "avg by (gpu, Hostname) (DCGM_FI_DEV_GPU_UTIL)")]),
         ("Power", "watt", [("{{gpu}} {{Hostname}}", "sum by (gpu, Hostname) (DCGM_FI_DEV_POWER_USAGE)")]),
         ("Memory used", "decmbytes", [("{{gpu}} {{Hostname}}", "sum by (gpu, Hostname) (DCGM_FI_DEV_FB_USED)")]),
-        ("Energy per output token", "J", [("J/token", "sum(rate(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[$__rate_interval])) "
-                                                      "/ 1000 / sum(rate(llmload_tokens_total{gen_ai_token_type=\"output\"}"
-                                                      "[$__rate_interval]))")]),
+        ("Energy per output token", "J", [("J/token", f"sum(rate(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{R})) / 1000 "
+                                                      f"/ sum(rate(llmload_tokens_total{{gen_ai_token_type=\"output\"}}"
+                                                      f"{R}))")]),
         # a throttled GPU shows as a falling SM clock (the clock-event reasons are not a default counter)
         ("SM clock and XID errors", "short", [("SM clock MHz {{gpu}}", "max by (gpu) (DCGM_FI_DEV_SM_CLOCK)"),
                                               ("last XID {{gpu}}", "max by (gpu) (DCGM_FI_DEV_XID_ERRORS)")]),
