@@ -133,6 +133,8 @@ class EngineBase:
                 stats.ttft.observe(now - seq.arrival)
         elif stats.itl is not None and seq.last_token_time is not None:
             stats.itl.observe((now - seq.last_token_time) / tokens)
+        if not first and stats.spec is not None:
+            stats.spec.draft()  # one draft per decode step of the sequence
         seq.last_token_time = now
         done = seq.generated >= seq.request.output_tokens
         if done:

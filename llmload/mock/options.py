@@ -36,6 +36,8 @@ class MockConfig:
     max_connections: int = 20_000  # beyond this many open connections a new one gets 503 and is closed
     idle_timeout_s: float = 300.0  # a connection that sends no byte of a request for this long is closed
     gpu: GpuModel = field(default_factory=GpuModel)  # the simulated GPUs behind /dcgm/metrics
+    spec_acceptance: float | None = None  # --spec-decode-acceptance: a simulated draft model's acceptance
+    spec_tokens: int = 3
 
 
 def add_mock_arguments(p: argparse.ArgumentParser) -> None:
@@ -77,6 +79,11 @@ def add_mock_arguments(p: argparse.ArgumentParser) -> None:
     gpu.add_argument("--gpu-throttle", default=None, metavar="START:SECONDS",
                      help="throttle the GPUs (power cap) for SECONDS from START seconds after the first request: "
                           "slower steps and DCGM's throttle reasons (default: never)")
+    p.add_argument("--spec-decode-acceptance", type=number(at_least=0, at_most=1), default=None, metavar="P",
+                   help="simulate a draft model: each decode step drafts --spec-decode-tokens tokens, each accepted "
+                        "with probability P; vLLM's spec_decode counters (SGLang's gauges) show it (default: off)")
+    p.add_argument("--spec-decode-tokens", type=number(at_least=1, at_most=16, integer=True), default=3, metavar="K",
+                   help="draft tokens per step with --spec-decode-acceptance (default 3)")
     g = p.add_argument_group("engine parameters (override the profile)")
     for name, kind in ENGINE_FLAGS.items():
         flag = "--" + name.replace("_", "-")
@@ -132,4 +139,6 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
         max_connections=max_connections,
         idle_timeout_s=idle_timeout,
         gpu=gpu,
+        spec_acceptance=getattr(args, "spec_decode_acceptance", None),
+        spec_tokens=getattr(args, "spec_decode_tokens", 3),
     )

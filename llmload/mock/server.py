@@ -39,6 +39,7 @@ from llmload.mock.request_log import RequestLog
 from llmload.mock.responses_api import full_response as full_responses_response
 from llmload.mock.responses_api import parse_responses_body
 from llmload.mock.served_stream import ServedStream
+from llmload.mock.spec_decode import SpecDecode
 from llmload.mock.structured import plan_reply
 from llmload.net import timestamps as netstamp
 
@@ -74,6 +75,8 @@ class MockServer:
             self.engine = BatchingEngine(config.engine_params)
         self.max_model_len = config.engine_params.max_model_len if config.engine_params else 1_000_000
         self.engine.stats = EngineStats(config.metrics_format, self.max_model_len)
+        if config.spec_acceptance is not None:
+            self.engine.stats.spec = SpecDecode(config.spec_acceptance, config.spec_tokens, config.seed or 0)
         self.gpu = GpuMeter(config.gpu, perf_counter())  # its clock restarts at start()
         self.engine.gpu = self.gpu
         self.faults = FaultPicker(config.fault_rates, config.seed)
