@@ -151,7 +151,7 @@ class StreamAccumulator:
     """
 
     __slots__ = ("t0", "times", "first_visible", "last_event", "finish_reason", "usage", "error", "done",
-                 "bad", "texts", "want_text", "unknown_gaps", "content_encoding", "tool_pieces")
+                 "bad", "texts", "want_text", "unknown_gaps", "content_encoding", "tool_pieces", "end_event")
 
     def __init__(self, t0: float, want_text: bool = False) -> None:
         self.t0 = t0
@@ -168,6 +168,9 @@ class StreamAccumulator:
         self.unknown_gaps: list[tuple[int, int]] = []  # (first index, count) of events read together
         self.content_encoding = ""
         self.tool_pieces: list = []  # delta.tool_calls pieces, kept with want_text
+        # The event a stream must end with to be whole (the Messages API's message_stop), or None
+        # when a finish reason is enough (chat and completions: [DONE] is optional on some servers).
+        self.end_event: str | None = None
 
     def coalesced(self, first: int, count: int) -> None:
         """Output events ``first .. first + count - 1`` arrived in one read (one timestamp)."""
@@ -197,7 +200,10 @@ class StreamAccumulator:
         if chunk.finish_reason is not None:
             self.finish_reason = chunk.finish_reason
         if chunk.usage is not None:
-            self.usage = chunk.usage
+            # A usage without the prompt's count completes the one before (the Messages API sends the
+            # prompt's in message_start and the output's in message_delta); chat's usage is whole.
+            usage = self.usage
+            self.usage = chunk.usage if usage is None or "prompt_tokens" in chunk.usage else {**usage, **chunk.usage}
         if chunk.error is not None and self.error is None:
             self.error = chunk.error
         if chunk.bad is not None and self.bad is None:
@@ -257,6 +263,10 @@ class StreamAccumulator:
             rec.status, rec.error = TIMEOUT, detail or "no progress within the request timeout"
         elif end_state == "connect_error":
             rec.status, rec.error = CONNECT_ERROR, detail
+        elif self.end_event is not None and not self.done:
+            rec.status = PROTOCOL_ERROR
+            rec.error = (f"the stream ended without {self.end_event}" if end_state == "complete"
+                         else f"connection closed before {self.end_event}" + (f": {detail}" if detail else ""))
         elif not self.done and self.finish_reason is None:
             rec.status = TRUNCATED
             rec.error = detail or ("stream ended without [DONE] or finish_reason"

@@ -183,6 +183,11 @@ def _user_setup(environment: Any, user_class: type) -> UserSetup:
     if transport not in TRANSPORTS:
         where = "--transport" if option(environment, "transport") else f"{cls_name}.transport_name"
         raise ConfigError(f"{where} {transport!r}: expected one of {', '.join(TRANSPORTS)}")
+    if transport == "openai":
+        used = {endpoint} if endpoint else ({w.endpoint for w in scenario.workloads} if scenario else {class_endpoint})
+        if "messages" in used:
+            raise ConfigError("--transport openai cannot send the Anthropic Messages API (endpoint messages): the "
+                              "openai SDK has no /v1/messages; use --transport fast")
     inp = option(environment, "input_tokens")
     out = option(environment, "output_tokens")
     synthetic = scenario is None

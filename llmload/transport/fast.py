@@ -36,7 +36,7 @@ from llmload.transport.stream import RECV_SIZE, Deadlines, ResponseStream
 from llmload.transport.target import Target
 from llmload.wire import http1
 from llmload.wire.chunks import classify_event
-from llmload.wire.protocol import error_message
+from llmload.wire.protocol import end_event_for, error_message
 
 
 class FastTransport:
@@ -52,6 +52,7 @@ class FastTransport:
         self._ssl_context = options.ssl_context() if self._tls else None
         self._proxy = proxy_for(self.target.scheme, self.target.host)
         self._deadlines = Deadlines(options.first_token_deadline, options.timeout, options.request_deadline)
+        self._end_event = end_event_for(path)  # the Messages API's message_stop: a stream without it is cut
         # Through an HTTP proxy a plain-http request names the whole URL; an https one tunnels.
         request_target = self.target.url if self._proxy and not self._tls else self.target.path
         head = [
@@ -171,6 +172,7 @@ class FastTransport:
         reader = None if tls else process_reader()
         waiter = None if tls else Waiter()
         acc = R.StreamAccumulator(0.0, want_text)
+        acc.end_event = self._end_event
         st = ResponseStream(None if tls else sock._sock, acc, self._deadlines, waiter, reader,
                             self.options.max_event_bytes, meta.max_tokens)
         if reader is not None:
