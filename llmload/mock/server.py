@@ -31,6 +31,8 @@ from llmload.mock.engine import BatchingEngine, EngineRequest
 from llmload.mock.faults import Fault, FaultPicker
 from llmload.mock.fixed_engine import FixedEngine
 from llmload.mock.http_request import RequestError, parse_request
+from llmload.mock.messages_api import full_response as full_messages_response
+from llmload.mock.messages_api import parse_messages_body
 from llmload.mock.metrics_state import EngineStats, LatencyHistogram
 from llmload.mock.options import MockConfig
 from llmload.mock.prometheus import render_metrics
@@ -192,7 +194,7 @@ class MockServer:
 
     def _route(self, sock, method: str, path: str, headers: dict[str, str], body: bytes, rx_mono: float) -> bool:
         """Serve one request; False when the connection must end."""
-        if path in ("/v1/chat/completions", "/v1/completions", "/v1/responses"):
+        if path in ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages"):
             if method != "POST":
                 self._send(sock, 405, api.error_body(405, f"{path} takes POST"))
                 return True
@@ -238,6 +240,8 @@ class MockServer:
         try:
             if path == "/v1/responses":
                 req = parse_responses_body(body, self.config.model)
+            elif path == "/v1/messages":
+                req = parse_messages_body(body, self.config.model)
             else:
                 req = api.parse_body(body, path == "/v1/chat/completions", self.config.model)
             output = api.choose_output_tokens(req, self.max_model_len, self.config.output_mean_tokens, self._rng)
@@ -254,6 +258,8 @@ class MockServer:
         stream.pieces = plan.pieces(output, self._ids)
         if plan.kind == "tool":
             stream.tool = (plan.call_id, plan.tool_name)
+        elif req.thinking_budget:  # Messages with extended thinking: the reply's first tokens are thinking
+            stream.fmt.thinking = min(req.thinking_budget, output // 2)
         if req.stream:
             sock.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
                          b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
@@ -290,7 +296,10 @@ class MockServer:
         if not req.stream and not stream.gone:
             text = "".join(stream.text)
             cached = seq.cached_tokens
-            if req.responses:
+            if req.messages_api:
+                answer = full_messages_response(rid, req.model, text, stream.finish_reason or "stop",
+                                                len(req.prompt_words), seq.generated, cached, stream.tool)
+            elif req.responses:
                 answer = full_responses_response(rid, req.model, int(arrival_unix), text, len(req.prompt_words),
                                                  seq.generated, cached)
             else:
