@@ -176,3 +176,10 @@ def _dechunk(body: bytes) -> list[bytes]:
             return out
         out.append(rest[:n])
         body = rest[n + 2:]
+
+
+def test_the_openai_transport_refuses_the_messages_api_with_the_fix():
+    from llmload.transport import OpenAITransport
+
+    with pytest.raises(ValueError, match="no Anthropic Messages API; use --transport fast"):
+        OpenAITransport("http://127.0.0.1:9", "/v1/messages")
