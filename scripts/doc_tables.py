@@ -62,6 +62,7 @@ COLUMN_MEANINGS = {
     "step_kind": "an agent call's kind: `task` (the first call) or `tool_result`",
     "requested_image_tokens": "what the request's pictures cost a Qwen2-VL-style model",
     "backoff_ms": "how long the user waited after this request (429, 503 or an unreachable server)",
+    "inputs": "embeddings: how many inputs the request's batch had (empty for the streaming endpoints)",
 }
 
 PAGES = {name: os.path.join(ROOT, "docs", f"{name}.md") for name in ("options", "files", "architecture")}

@@ -69,6 +69,7 @@ class RequestMeta:
     run_id: str = ""  # the run's id (PREFIX_run.json); the process that writes the CSV fills it in
     step_kind: str = ""  # agent tasks: "task" (first call) or "tool_result" (a call after tool results)
     requested_image_tokens: int | None = None  # what the prompt's images cost a Qwen2-VL-style model
+    inputs: int | None = None  # embeddings: the batch's number of inputs
 
 
 @dataclass(slots=True)
@@ -114,7 +115,7 @@ class RequestRecord:
             csv_text(self.finish_reason), m.users, m.worker, m.session_id, m.turn, csv_text(self.error),
             None if m.scheduled_time is None else round(m.scheduled_time, 6), m.requested_input_tokens,
             m.arrival_rate, m.run_id or None, self.coalesced_reads, m.step_kind, m.requested_image_tokens,
-            rounded(self.backoff_ms),
+            rounded(self.backoff_ms), m.inputs,
         )
 
 
@@ -282,6 +283,18 @@ class StreamAccumulator:
         if rec.ttft_ms is not None and n is not None and n >= 2:
             rec.tpot_ms = (rec.e2e_ms - rec.ttft_ms) / (n - 1)
         return rec
+
+
+def whole_body_record(meta: RequestMeta, latency_ms: float, http_status: int, error: str | None,
+                      prompt_tokens: int | None) -> RequestRecord:
+    """A whole-body request (embeddings): ``ok`` with its latency (t0 to the body's last bytes) as E2E
+    and the usage's prompt tokens, or ``protocol_error`` with what was wrong with the body. No TTFT,
+    no output tokens."""
+    if error is not None:
+        return RequestRecord(meta=meta, status=PROTOCOL_ERROR, http_status=http_status, e2e_ms=latency_ms,
+                             prompt_tokens=prompt_tokens, error=error[:500])
+    return RequestRecord(meta=meta, status=OK, http_status=http_status, e2e_ms=latency_ms, prompt_tokens=prompt_tokens,
+                         completion_tokens=0, token_source="usage" if prompt_tokens is not None else "")
 
 
 def failed_record(meta: RequestMeta, status: str, error: str, http_status: int | None = None,

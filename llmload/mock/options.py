@@ -12,6 +12,7 @@ from llmload.mock.faults import Fault, parse_fault_rate
 from llmload.mock.metrics_state import METRIC_FORMATS
 from llmload.mock.profiles import DEFAULT_PROFILE, PROFILES, Profile, get_profile
 
+NON_NEGATIVE_MS = number(at_least=0, noun="milliseconds")
 ENGINE_FLAGS = {f.name: f.type for f in dataclasses.fields(EngineParams)}
 
 
@@ -34,6 +35,10 @@ class MockConfig:
     retry_after_s: float | None = None  # Retry-After sent with 429 and 503 faults
     max_connections: int = 20_000  # beyond this many open connections a new one gets 503 and is closed
     idle_timeout_s: float = 300.0  # a connection that sends no byte of a request for this long is closed
+    embed_base_ms: float = 2.0  # /v1/embeddings: each step's fixed cost
+    embed_per_token_ms: float = 0.01  # and its cost per token
+    embed_batch_tokens: int = 16384  # tokens a step takes from the queue at most
+    embed_dim: int = 384  # a vector's length when the request gives no dimensions
 
 
 def add_mock_arguments(p: argparse.ArgumentParser) -> None:
@@ -63,6 +68,15 @@ def add_mock_arguments(p: argparse.ArgumentParser) -> None:
                    help="open connections served at once; one more is answered 503 and closed (default 20000)")
     p.add_argument("--idle-timeout", type=POSITIVE_SECONDS, default=300.0, metavar="S",
                    help="close a connection that sends nothing of a request for S seconds (default 300)")
+    e = p.add_argument_group("embeddings (/v1/embeddings: steps batched by tokens)")
+    e.add_argument("--embed-base-ms", type=NON_NEGATIVE_MS, default=2.0, metavar="MS",
+                   help="each embedding step's fixed cost (default 2.0)")
+    e.add_argument("--embed-per-token-ms", type=NON_NEGATIVE_MS, default=0.01, metavar="MS",
+                   help="each embedding step's cost per token it holds (default 0.01; 0: fixed latency)")
+    e.add_argument("--embed-batch-tokens", type=number(at_least=1, integer=True), default=16384, metavar="N",
+                   help="tokens one embedding step takes from the queue at most (default 16384)")
+    e.add_argument("--embed-dim", type=number(at_least=1, integer=True), default=384, metavar="N",
+                   help="the vectors' length when a request gives no dimensions (default 384)")
     g = p.add_argument_group("engine parameters (override the profile)")
     for name, kind in ENGINE_FLAGS.items():
         flag = "--" + name.replace("_", "-")
@@ -112,4 +126,8 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
         retry_after_s=args.retry_after,
         max_connections=max_connections,
         idle_timeout_s=idle_timeout,
+        embed_base_ms=getattr(args, "embed_base_ms", 2.0),
+        embed_per_token_ms=getattr(args, "embed_per_token_ms", 0.01),
+        embed_batch_tokens=getattr(args, "embed_batch_tokens", 16384),
+        embed_dim=getattr(args, "embed_dim", 384),
     )

@@ -27,6 +27,7 @@ import gevent.event
 from gevent.server import StreamServer
 
 from llmload.mock import openai_api as api
+from llmload.mock.embeddings_api import EmbeddingBatcher, embeddings_response, parse_embeddings_body
 from llmload.mock.engine import BatchingEngine, EngineRequest
 from llmload.mock.faults import Fault, FaultPicker
 from llmload.mock.fixed_engine import FixedEngine
@@ -80,6 +81,7 @@ class MockServer:
         self._log: RequestLog | None = None
         self._ids = 0
         self.requests_total = 0
+        self.embedder: EmbeddingBatcher | None = None  # /v1/embeddings: started by the first request
         self.connections = 0  # open right now
         self.requests_by_outcome: dict[str, int] = {}
         # How late each engine event was handled vs. its modelled time (benchmarks read it).
@@ -103,6 +105,8 @@ class MockServer:
         if self._driver is not None:
             self._driver.kill()
             self._driver = None
+        if self.embedder is not None:
+            self.embedder.stop()
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -199,6 +203,8 @@ class MockServer:
                 self._send(sock, 405, api.error_body(405, f"{path} takes POST"))
                 return True
             return self._completion(sock, path, headers, body, rx_mono)
+        if path == "/v1/embeddings" and method == "POST":
+            return self._embeddings(sock, headers, body, rx_mono)
         if method != "GET":
             self._send(sock, 405, api.error_body(405, f"{path} takes GET"))
         elif path == "/health":
@@ -213,6 +219,42 @@ class MockServer:
             self._send(sock, 200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
         else:
             self._send(sock, 404, api.error_body(404, f"no route {path}"))
+        return True
+
+    def _embeddings(self, sock, headers: dict[str, str], body: bytes, rx_mono: float) -> bool:
+        """One batch of inputs: queued for a step of the token-batched encoder, then answered whole."""
+        arrival_unix = time.time() - (perf_counter() - rx_mono)
+        self._ids += 1
+        rid = headers.get("x-request-id") or f"mock-{self._ids}"
+        self.requests_total += 1
+        try:
+            fault = self.faults.pick(headers.get("x-mock-fault"))
+            req = parse_embeddings_body(body, self.config.model, self.config.embed_dim)
+        except (ValueError, api.BadRequest) as e:
+            self._send(sock, 400, api.error_body(400, str(e)))
+            self._log_request(rid, rx_mono, arrival_unix, None, "error:400", 0, 0)
+            return True
+        if fault is not None and fault.kind == "http":
+            self._send(sock, fault.status, api.error_body(fault.status, f"mock fault: HTTP {fault.status}"))
+            self._log_request(rid, rx_mono, arrival_unix, None, f"fault:{fault.status}", req.tokens, 0, fault)
+            return True
+        if self.embedder is None:
+            c = self.config
+            self.embedder = EmbeddingBatcher(c.embed_base_ms, c.embed_per_token_ms, c.embed_batch_tokens)
+        self.embedder.run(req.tokens)
+        drop = fault is not None and fault.kind == "missing_vector"
+        answer = embeddings_response(req, req.model, drop_one=drop)
+        ready = perf_counter()  # the step's end: the answer leaves now (a client cannot have it earlier)
+        self._send(sock, 200, answer)
+        sent = perf_counter()
+        self.requests_by_outcome["completed"] = self.requests_by_outcome.get("completed", 0) + 1
+        if self._log is not None:
+            self._log.add({"request_id": rid, "arrival_unix": round(arrival_unix, 6), "arrival_mono": rx_mono,
+                           "first_token_mono": ready, "last_token_mono": sent, "tokens_sent": 0,
+                           "prompt_tokens": req.tokens, "cached_tokens": 0,
+                           "outcome": "fault:missing_vector" if drop else "completed",
+                           "fault": fault.spec if fault else None, "image_tokens": 0, "reply": "embeddings",
+                           "inputs": req.inputs})
         return True
 
     def _completion(self, sock, path: str, headers: dict[str, str], body: bytes, rx_mono: float) -> bool:
