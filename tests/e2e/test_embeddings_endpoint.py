@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from llmload.metrics import record as R
 from llmload.metrics.record import RequestMeta
 from llmload.transport.fast import FastTransport
@@ -90,3 +92,7 @@ def test_a_locust_run_matches_the_mocks_log_and_the_report_prices_it(mock_factor
     assert rep.returncode == 0, rep.stderr
     data = json.loads((out / "report.json").read_text())
     assert data["cost"]["usd_per_request"] > 0, sorted(data)
+    step = data["steps"][0]  # inputs/s and input tokens/s: each request's batch spread over its lifetime, as rps is
+    per_request = ok["inputs"].mean(), ok["prompt_tokens"].mean()
+    assert step["inputs_per_s"] == pytest.approx(step["rps"] * per_request[0], rel=0.15)
+    assert step["input_tps"] == pytest.approx(step["rps"] * per_request[1], rel=0.15)
