@@ -232,7 +232,11 @@ class FastTransport:
         try:
             # A server's decode step ends many streams in one read pass; their users resume in one
             # loop turn, and finishing each record there held the loop 2-3 ms at 128 streams.
-            yield_if_turn_is_long()
+            # Not for a whole-body answer (embeddings): its time is already the kernel's stamp of its
+            # last bytes, and 16 users checking 18-kB answers in one turn paused up to 16 times each:
+            # 24 ms per request, a quarter of the requests (benchmarks/endpoint_embeddings.py).
+            if check_body is None:
+                yield_if_turn_is_long()
         except BaseException:  # killed while waiting for the next turn: the request is still recorded
             if on_cancel is not None:
                 on_cancel(self._record(st, meta, state, detail, t0, t_end, check_body))

@@ -76,3 +76,21 @@ def test_the_workload_draws_batches_and_lengths_reproducibly():
     assert body["encoding_format"] == "base64" and body["dimensions"] == 64 and len(body["input"]) == first[0].inputs
     assert len(set(body["input"])) == len(body["input"])  # unique texts: no cache answers them
     assert embeddings_body("m", ["a"]) == {"model": "m", "input": ["a"], "encoding_format": "float"}
+
+
+def test_the_byte_fast_path_passes_only_what_the_full_check_passes():
+    from llmload.wire.embeddings import _fast_check, full_check
+
+    llamacpp = (b'{"model":"tiny","object":"list","usage":{"prompt_tokens":9,"total_tokens":9},"data":['
+                b'{"embedding":[0.1,-2e-3,3],"index":1,"object":"embedding"},'
+                b'{"embedding":[1.5,0,0.25],"index":0,"object":"embedding"}]}')
+    spaced = answer([[0.1, 0.2], [0.3, 0.4]])
+    named = b'{"model":"text-embedding-3-small","data":[{"object":"embedding","index":0,"embedding":[1,2]}]}'
+    for body, inputs in ((llamacpp, 2), (spaced, 2), (named, 1)):
+        fast = _fast_check(body, inputs, None, "float")
+        assert fast is not None and fast == full_check(body, inputs, None, "float")
+    garbled = [answer([[0.1, 0.2]]), answer([[0.1], [0.2]], indices=[0, 0]), answer([[0.1, 0.2], [0.3]]),
+               answer([["x", 0.2]]), answer([[]]), b'{"data":[{"index":0,"embedding":[0.1,,0.2]}]}',
+               b'{"data":[{"index":0,"embedding":[0.1,0.2]}]', b'{"data":[{"index":0,"embedding":[0.1,"a]"]}]}']
+    for body in garbled:
+        assert _fast_check(body, 2 if body is garbled[0] else 1, None, "float") is None, body
