@@ -90,7 +90,8 @@ def test_the_byte_fast_path_passes_only_what_the_full_check_passes():
         fast = _fast_check(body, inputs, None, "float")
         assert fast is not None and fast == full_check(body, inputs, None, "float")
     garbled = [answer([[0.1, 0.2]]), answer([[0.1], [0.2]], indices=[0, 0]), answer([[0.1, 0.2], [0.3]]),
-               answer([["x", 0.2]]), answer([[]]), b'{"data":[{"index":0,"embedding":[0.1,,0.2]}]}',
+               answer([["x", 0.2]]), answer([[]]), b'{"data":[{"index":0,"embedding":[0.1,0.2,]}]}',
+               b'{"data":[{"index":0,"embedding":[ ,0.2]}]}',
                b'{"data":[{"index":0,"embedding":[0.1,0.2]}]', b'{"data":[{"index":0,"embedding":[0.1,"a]"]}]}']
     for body in garbled:
         assert _fast_check(body, 2 if body is garbled[0] else 1, None, "float") is None, body
