@@ -22,6 +22,7 @@ _EXPORTS = {
     "LLMUser": "llmload.plugin.users",
     "LLMCompletionsUser": "llmload.plugin.users",
     "LLMEmbeddingsUser": "llmload.plugin.embeddings_user",
+    "LLMRerankUser": "llmload.plugin.rerank_user",
     "users_from_scenario": "llmload.plugin.users",
     "StepLoadShape": "llmload.shapes.load_shapes",
     "RampLoadShape": "llmload.shapes.load_shapes",

@@ -4,7 +4,8 @@ Values: ``429``, ``500``, ``503`` (error response), ``disconnect:K`` (close the 
 tokens), ``malformed:K`` (a broken SSE event after K tokens), ``stream_error:K`` (an error object
 inside the stream after K tokens, then the stream ends), ``stall:S`` (pause S seconds after the
 first token), ``slow_first:S`` (S extra seconds before the first token), ``missing_vector``
-(/v1/embeddings: the answer leaves the last input's vector out).
+(/v1/embeddings: the answer leaves the last input's vector out), ``wrong_index`` (/v1/rerank,
+/v1/score: the first result's index is past the last document).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 HTTP_FAULTS = {"429": 429, "500": 500, "503": 503}
 COUNT_FAULTS = ("disconnect", "malformed", "stream_error")
 SECONDS_FAULTS = ("stall", "slow_first")
-PLAIN_FAULTS = ("missing_vector",)
+PLAIN_FAULTS = ("missing_vector", "wrong_index")
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ class MockConfig:
     embed_per_token_ms: float = 0.01  # and its cost per token
     embed_batch_tokens: int = 16384  # tokens a step takes from the queue at most
     embed_dim: int = 384  # a vector's length when the request gives no dimensions
+    rerank_per_pair_ms: float = 0.05  # /v1/rerank, /v1/score: a step's cost per query-document pair
 
 
 def add_mock_arguments(p: argparse.ArgumentParser) -> None:
@@ -68,7 +69,8 @@ def add_mock_arguments(p: argparse.ArgumentParser) -> None:
                    help="open connections served at once; one more is answered 503 and closed (default 20000)")
     p.add_argument("--idle-timeout", type=POSITIVE_SECONDS, default=300.0, metavar="S",
                    help="close a connection that sends nothing of a request for S seconds (default 300)")
-    e = p.add_argument_group("embeddings (/v1/embeddings: steps batched by tokens)")
+    e = p.add_argument_group("embeddings and rerank (/v1/embeddings: steps batched by tokens; /v1/rerank, "
+                             "/v1/score: by pairs)")
     e.add_argument("--embed-base-ms", type=NON_NEGATIVE_MS, default=2.0, metavar="MS",
                    help="each embedding step's fixed cost (default 2.0)")
     e.add_argument("--embed-per-token-ms", type=NON_NEGATIVE_MS, default=0.01, metavar="MS",
@@ -77,6 +79,9 @@ def add_mock_arguments(p: argparse.ArgumentParser) -> None:
                    help="tokens one embedding step takes from the queue at most (default 16384)")
     e.add_argument("--embed-dim", type=number(at_least=1, integer=True), default=384, metavar="N",
                    help="the vectors' length when a request gives no dimensions (default 384)")
+    e.add_argument("--rerank-per-pair-ms", type=NON_NEGATIVE_MS, default=0.05, metavar="MS",
+                   help="/v1/rerank and /v1/score: a step's cost per query-document pair (default 0.05; the step "
+                        "also costs --embed-base-ms)")
     g = p.add_argument_group("engine parameters (override the profile)")
     for name, kind in ENGINE_FLAGS.items():
         flag = "--" + name.replace("_", "-")
@@ -130,4 +135,5 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
         embed_per_token_ms=getattr(args, "embed_per_token_ms", 0.01),
         embed_batch_tokens=getattr(args, "embed_batch_tokens", 16384),
         embed_dim=getattr(args, "embed_dim", 384),
+        rerank_per_pair_ms=getattr(args, "rerank_per_pair_ms", 0.05),
     )

@@ -21,6 +21,7 @@ import random
 import socket
 import time
 from time import perf_counter
+from typing import Any
 
 import gevent
 import gevent.event
@@ -38,6 +39,7 @@ from llmload.mock.metrics_state import EngineStats, LatencyHistogram
 from llmload.mock.options import MockConfig
 from llmload.mock.prometheus import render_metrics
 from llmload.mock.request_log import RequestLog
+from llmload.mock.rerank_api import parse_rank_body, rank_response
 from llmload.mock.responses_api import full_response as full_responses_response
 from llmload.mock.responses_api import parse_responses_body
 from llmload.mock.served_stream import ServedStream
@@ -82,6 +84,7 @@ class MockServer:
         self._ids = 0
         self.requests_total = 0
         self.embedder: EmbeddingBatcher | None = None  # /v1/embeddings: started by the first request
+        self.ranker: EmbeddingBatcher | None = None  # /v1/rerank and /v1/score: the same, by pairs
         self.connections = 0  # open right now
         self.requests_by_outcome: dict[str, int] = {}
         # How late each engine event was handled vs. its modelled time (benchmarks read it).
@@ -105,8 +108,9 @@ class MockServer:
         if self._driver is not None:
             self._driver.kill()
             self._driver = None
-        if self.embedder is not None:
-            self.embedder.stop()
+        for batcher in (self.embedder, self.ranker):
+            if batcher is not None:
+                batcher.stop()
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -203,8 +207,8 @@ class MockServer:
                 self._send(sock, 405, api.error_body(405, f"{path} takes POST"))
                 return True
             return self._completion(sock, path, headers, body, rx_mono)
-        if path == "/v1/embeddings" and method == "POST":
-            return self._embeddings(sock, headers, body, rx_mono)
+        if path in ("/v1/embeddings", "/v1/rerank", "/v1/score") and method == "POST":
+            return self._embeddings(sock, path, headers, body, rx_mono)
         if method != "GET":
             self._send(sock, 405, api.error_body(405, f"{path} takes GET"))
         elif path == "/health":
@@ -221,15 +225,17 @@ class MockServer:
             self._send(sock, 404, api.error_body(404, f"no route {path}"))
         return True
 
-    def _embeddings(self, sock, headers: dict[str, str], body: bytes, rx_mono: float) -> bool:
-        """One batch of inputs: queued for a step of the token-batched encoder, then answered whole."""
+    def _embeddings(self, sock, path: str, headers: dict[str, str], body: bytes, rx_mono: float) -> bool:
+        """One batch of inputs (or a query and its passages): queued for a step of the batched encoder
+        (by tokens; rerank and score by pairs), then answered whole."""
         arrival_unix = time.time() - (perf_counter() - rx_mono)
         self._ids += 1
         rid = headers.get("x-request-id") or f"mock-{self._ids}"
         self.requests_total += 1
         try:
             fault = self.faults.pick(headers.get("x-mock-fault"))
-            req = parse_embeddings_body(body, self.config.model, self.config.embed_dim)
+            req: Any = (parse_embeddings_body(body, self.config.model, self.config.embed_dim)
+                        if path == "/v1/embeddings" else parse_rank_body(body, path, self.config.model))
         except (ValueError, api.BadRequest) as e:
             self._send(sock, 400, api.error_body(400, str(e)))
             self._log_request(rid, rx_mono, arrival_unix, None, "error:400", 0, 0)
@@ -238,12 +244,21 @@ class MockServer:
             self._send(sock, fault.status, api.error_body(fault.status, f"mock fault: HTTP {fault.status}"))
             self._log_request(rid, rx_mono, arrival_unix, None, f"fault:{fault.status}", req.tokens, 0, fault)
             return True
-        if self.embedder is None:
-            c = self.config
-            self.embedder = EmbeddingBatcher(c.embed_base_ms, c.embed_per_token_ms, c.embed_batch_tokens)
-        self.embedder.run(req.tokens)
-        drop = fault is not None and fault.kind == "missing_vector"
-        answer = embeddings_response(req, req.model, drop_one=drop)
+        c = self.config
+        if path == "/v1/embeddings":
+            if self.embedder is None:
+                self.embedder = EmbeddingBatcher(c.embed_base_ms, c.embed_per_token_ms, c.embed_batch_tokens)
+            self.embedder.run(req.tokens)
+            drop = fault is not None and fault.kind == "missing_vector"
+            answer = embeddings_response(req, req.model, drop_one=drop)
+            inputs, outcome = req.inputs, "fault:missing_vector" if drop else "completed"
+        else:
+            if self.ranker is None:
+                self.ranker = EmbeddingBatcher(c.embed_base_ms, c.rerank_per_pair_ms, 4096)  # weighs pairs
+            self.ranker.run(req.pairs)
+            drop = fault is not None and fault.kind == "wrong_index"
+            answer = rank_response(req, req.model, wrong_index=drop)
+            inputs, outcome = req.pairs, "fault:wrong_index" if drop else "completed"
         ready = perf_counter()  # the step's end: the answer leaves now (a client cannot have it earlier)
         self._send(sock, 200, answer)
         sent = perf_counter()
@@ -252,9 +267,8 @@ class MockServer:
             self._log.add({"request_id": rid, "arrival_unix": round(arrival_unix, 6), "arrival_mono": rx_mono,
                            "first_token_mono": ready, "last_token_mono": sent, "tokens_sent": 0,
                            "prompt_tokens": req.tokens, "cached_tokens": 0,
-                           "outcome": "fault:missing_vector" if drop else "completed",
-                           "fault": fault.spec if fault else None, "image_tokens": 0, "reply": "embeddings",
-                           "inputs": req.inputs})
+                           "outcome": outcome, "fault": fault.spec if fault else None, "image_tokens": 0,
+                           "reply": path.rsplit("/", 1)[-1], "inputs": inputs})
         return True
 
     def _completion(self, sock, path: str, headers: dict[str, str], body: bytes, rx_mono: float) -> bool:

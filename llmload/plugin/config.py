@@ -176,7 +176,7 @@ def _user_setup(environment: Any, user_class: type) -> UserSetup:
     class_endpoint = getattr(user_class, "endpoint", "chat")
     if class_endpoint not in ENDPOINTS and class_endpoint not in BODY_ENDPOINTS:
         raise ConfigError(f"{cls_name}.endpoint {class_endpoint!r}: expected one of {', '.join(ENDPOINTS)} (or "
-                          f"{', '.join(BODY_ENDPOINTS)} for LLMEmbeddingsUser)")
+                          f"{', '.join(BODY_ENDPOINTS)} for LLMEmbeddingsUser and LLMRerankUser)")
     endpoint = option(environment, "endpoint")
     if endpoint is not None and endpoint not in ENDPOINTS:
         raise ConfigError(f"--endpoint {endpoint!r}: expected one of {', '.join(ENDPOINTS)}")

@@ -19,8 +19,8 @@ from typing import Any
 # The endpoints llmload streams from, by the name --endpoint and scenario files use.
 ENDPOINTS = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "responses": "/v1/responses",
              "messages": "/v1/messages"}
-# Endpoints that answer with one whole body, not a stream (LLMEmbeddingsUser), by their user's endpoint name.
-BODY_ENDPOINTS = {"embeddings": "/v1/embeddings"}
+# Endpoints that answer with one whole body, not a stream (LLMEmbeddingsUser, LLMRerankUser), by name.
+BODY_ENDPOINTS = {"embeddings": "/v1/embeddings", "rerank": "/v1/rerank", "score": "/v1/score"}
 # The Anthropic Messages API: its version header, and where its key goes (not Authorization: Bearer).
 ANTHROPIC_VERSION = "2023-06-01"
 MESSAGES_KEY_HEADER = "x-api-key"
