@@ -123,17 +123,20 @@ def _fast_check(body: bytes, inputs: int, dimensions: int | None, encoding_forma
             if n % _FLOAT32:
                 return None
             n //= _FLOAT32
-        else:  # "[...]" of numbers: commas + 1 values. Not a string, null, true, false, NaN, Infinity or
-            # a nested list: one memchr-fast search per byte that only those contain (bytes.translate
-            # over the vector cost 10x more). No empty first or last value; an empty one inside ("1,,2")
-            # is not looked for: a two-byte search starting with "," costs 5x all the rest
-            if len(v) < 3 or v.find(b"[", 1) >= 0 or any(c in v for c in _NOT_IN_NUMBERS) \
-                    or v.lstrip(b"[ \n\r\t")[:1] in (b",", b"]") or v.rstrip(b"] \n\r\t")[-1:] == b",":
+        else:  # "[...]" of numbers: commas + 1 values. No empty first or last value; an empty one inside
+            # ("1,,2") is not looked for: a two-byte search starting with "," costs 5x all the rest
+            if len(v) < 3 or v.lstrip(b"[ \n\r\t")[:1] in (b",", b"]") or v.rstrip(b"] \n\r\t")[-1:] == b",":
                 return None
             n = v.count(b",") + 1
         if width is None:
             width = n
         if n != width:
+            return None
+    if encoding_format != "base64":
+        # Not a string, null, true, false, NaN, Infinity or a nested list in any vector: one memchr-fast
+        # search over them all per byte that only those contain (bytes.translate per vector cost 10x more)
+        joined = b"".join(v[1:] for v in vectors)
+        if b"[" in joined or any(c in joined for c in _NOT_IN_NUMBERS):
             return None
     indices = _numbers_after(b, b'"index"')
     if indices is None or sorted(indices) != list(range(inputs)):
