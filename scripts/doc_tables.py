@@ -62,6 +62,9 @@ COLUMN_MEANINGS = {
     "step_kind": "an agent call's kind: `task` (the first call) or `tool_result`",
     "requested_image_tokens": "what the request's pictures cost a Qwen2-VL-style model",
     "backoff_ms": "how long the user waited after this request (429, 503 or an unreachable server)",
+    "call_id": "call-graph sessions (`session: {kind: graph}`): this call's id in its session's graph",
+    "call_after": "call-graph sessions: the ids of the calls this one waited for, joined by `+` (empty: the first)",
+    "trace_id": "`--trace-context`: the W3C trace id (32 hex digits) of the `traceparent` header the request carried",
     "inputs": "embeddings: how many inputs the request's batch had (empty for the streaming endpoints)",
 }
 

@@ -21,14 +21,14 @@ import random
 import socket
 import time
 from time import perf_counter
-from typing import Any
 
 import gevent
 import gevent.event
 from gevent.server import StreamServer
 
 from llmload.mock import openai_api as api
-from llmload.mock.embeddings_api import EmbeddingBatcher, embeddings_response, parse_embeddings_body
+from llmload.mock.body_endpoints import BODY_PATHS, serve_whole_body
+from llmload.mock.embeddings_api import EmbeddingBatcher
 from llmload.mock.engine import BatchingEngine, EngineRequest
 from llmload.mock.faults import Fault, FaultPicker
 from llmload.mock.fixed_engine import FixedEngine
@@ -39,7 +39,6 @@ from llmload.mock.metrics_state import EngineStats, LatencyHistogram
 from llmload.mock.options import MockConfig
 from llmload.mock.prometheus import render_metrics
 from llmload.mock.request_log import RequestLog
-from llmload.mock.rerank_api import parse_rank_body, rank_response
 from llmload.mock.responses_api import full_response as full_responses_response
 from llmload.mock.responses_api import parse_responses_body
 from llmload.mock.served_stream import ServedStream
@@ -62,6 +61,9 @@ def _recv_stamped(sock: socket.socket, size: int, timestamps: bool) -> tuple[byt
     data, anc, _flags, _addr = sock.recvmsg(size, netstamp.ANC_SIZE)
     t = netstamp.stamp(anc, netstamp.clock_offset())
     return data, perf_counter() if t is None else t
+
+
+SESSION_HEADER = "x-session-id"  # logged when a request carries it (headers arrive lower-cased)
 
 
 class MockServer:
@@ -207,8 +209,8 @@ class MockServer:
                 self._send(sock, 405, api.error_body(405, f"{path} takes POST"))
                 return True
             return self._completion(sock, path, headers, body, rx_mono)
-        if path in ("/v1/embeddings", "/v1/rerank", "/v1/score") and method == "POST":
-            return self._embeddings(sock, path, headers, body, rx_mono)
+        if path in BODY_PATHS and method == "POST":
+            return serve_whole_body(self, sock, path, headers, body, rx_mono)
         if method != "GET":
             self._send(sock, 405, api.error_body(405, f"{path} takes GET"))
         elif path == "/health":
@@ -223,52 +225,6 @@ class MockServer:
             self._send(sock, 200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
         else:
             self._send(sock, 404, api.error_body(404, f"no route {path}"))
-        return True
-
-    def _embeddings(self, sock, path: str, headers: dict[str, str], body: bytes, rx_mono: float) -> bool:
-        """One batch of inputs (or a query and its passages): queued for a step of the batched encoder
-        (by tokens; rerank and score by pairs), then answered whole."""
-        arrival_unix = time.time() - (perf_counter() - rx_mono)
-        self._ids += 1
-        rid = headers.get("x-request-id") or f"mock-{self._ids}"
-        self.requests_total += 1
-        try:
-            fault = self.faults.pick(headers.get("x-mock-fault"))
-            req: Any = (parse_embeddings_body(body, self.config.model, self.config.embed_dim)
-                        if path == "/v1/embeddings" else parse_rank_body(body, path, self.config.model))
-        except (ValueError, api.BadRequest) as e:
-            self._send(sock, 400, api.error_body(400, str(e)))
-            self._log_request(rid, rx_mono, arrival_unix, None, "error:400", 0, 0)
-            return True
-        if fault is not None and fault.kind == "http":
-            self._send(sock, fault.status, api.error_body(fault.status, f"mock fault: HTTP {fault.status}"))
-            self._log_request(rid, rx_mono, arrival_unix, None, f"fault:{fault.status}", req.tokens, 0, fault)
-            return True
-        c = self.config
-        if path == "/v1/embeddings":
-            if self.embedder is None:
-                self.embedder = EmbeddingBatcher(c.embed_base_ms, c.embed_per_token_ms, c.embed_batch_tokens)
-            self.embedder.run(req.tokens)
-            drop = fault is not None and fault.kind == "missing_vector"
-            answer = embeddings_response(req, req.model, drop_one=drop)
-            inputs, outcome = req.inputs, "fault:missing_vector" if drop else "completed"
-        else:
-            if self.ranker is None:
-                self.ranker = EmbeddingBatcher(c.embed_base_ms, c.rerank_per_pair_ms, 4096)  # weighs pairs
-            self.ranker.run(req.pairs)
-            drop = fault is not None and fault.kind == "wrong_index"
-            answer = rank_response(req, req.model, wrong_index=drop)
-            inputs, outcome = req.pairs, "fault:wrong_index" if drop else "completed"
-        ready = perf_counter()  # the step's end: the answer leaves now (a client cannot have it earlier)
-        self._send(sock, 200, answer)
-        sent = perf_counter()
-        self.requests_by_outcome["completed"] = self.requests_by_outcome.get("completed", 0) + 1
-        if self._log is not None:
-            self._log.add({"request_id": rid, "arrival_unix": round(arrival_unix, 6), "arrival_mono": rx_mono,
-                           "first_token_mono": ready, "last_token_mono": sent, "tokens_sent": 0,
-                           "prompt_tokens": req.tokens, "cached_tokens": 0,
-                           "outcome": outcome, "fault": fault.spec if fault else None, "image_tokens": 0,
-                           "reply": path.rsplit("/", 1)[-1], "inputs": inputs})
         return True
 
     def _completion(self, sock, path: str, headers: dict[str, str], body: bytes, rx_mono: float) -> bool:
@@ -366,12 +322,14 @@ class MockServer:
             stream.first_mono = stream.first_mono or perf_counter()
             stream.last_mono = perf_counter()
         self._log_request(rid, arrival_mono, arrival_unix, stream, stream.outcome, len(req.prompt_words),
-                          seq.cached_tokens, fault, req.image_tokens, plan.kind)
+                          seq.cached_tokens, fault, req.image_tokens, plan.kind, headers.get(SESSION_HEADER),
+                          headers.get("traceparent"))
         return not stream.gone
 
     def _log_request(self, rid: str, arrival_mono: float, arrival_unix: float, stream: ServedStream | None,
                      outcome: str, prompt_tokens: int, cached: int, fault: Fault | None = None,
-                     image_tokens: int = 0, reply: str = "") -> None:
+                     image_tokens: int = 0, reply: str = "", session: str | None = None,
+                     traceparent: str | None = None) -> None:
         self.requests_by_outcome[outcome] = self.requests_by_outcome.get(outcome, 0) + 1
         if self._log is None:
             return
@@ -389,6 +347,10 @@ class MockServer:
             "image_tokens": image_tokens,
             "reply": reply,
         }
+        if session is not None:  # a router's session-affinity header, as llmload sends it (issue 23)
+            entry["session"] = session
+        if traceparent is not None:  # W3C trace context (--trace-context): an engine that traces joins on it
+            entry["traceparent"] = traceparent
         if self.config.log_tokens:
             # perf_counter (CLOCK_MONOTONIC) when each token's frame was handed to the socket; a
             # streamed request's true gaps are the differences. None when no stream was served.

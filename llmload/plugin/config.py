@@ -68,6 +68,14 @@ class UserSetup:
         return self.endpoint or workload_endpoint or self.class_endpoint
 
 
+class HitRatios(dict):
+    """Workload → the prefix-cache hit ratio it allows; ``intended``: those it means to reach."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.intended: dict[str, float] = {}
+
+
 @dataclass
 class RunConfig:
     client: ClientOptions  # key, headers, query, TLS, deadlines, limits (a workload may add headers)
@@ -86,9 +94,10 @@ class RunConfig:
                 return spec.shape
         return {}
 
-    def expected_hit_ratios(self) -> dict[str, float]:
-        """Per workload: the hit ratio its scenario makes possible (0 when it shares nothing)."""
-        out: dict[str, float] = {}
+    def expected_hit_ratios(self) -> HitRatios:
+        """Per workload: the hit ratio its scenario makes possible (0 when it shares nothing), and
+        in ``.intended`` the ones a ``prefix_hit_rate`` sets."""
+        out = HitRatios()
         for spec in self.scenarios:
             for w in spec.workloads:
                 ratio = (w.expected_prefix_hit_ratio() if w.trace is None
@@ -97,6 +106,8 @@ class RunConfig:
                     ratio = 0.0
                 if ratio is not None:
                     out[w.name] = ratio
+                if w.intended_hit_rate is not None:
+                    out.intended[w.name] = w.intended_hit_rate
         return out
 
     def setup_for(self, user_class: type) -> UserSetup:
@@ -163,7 +174,7 @@ def _user_setup(environment: Any, user_class: type) -> UserSetup:
     scenario = None
     workload = getattr(user_class, "workload", None)
     if is_scenario_file(source):
-        path = resolve_scenario_path(str(source), class_anchor(user_class), *_locustfiles(environment))
+        path = resolve_scenario_path(str(source), class_anchor(user_class), *locustfiles(environment))
         try:
             scenario = load_scenario_cached(path)
         except ValueError as e:  # ScenarioError
@@ -212,7 +223,7 @@ def _user_setup(environment: Any, user_class: type) -> UserSetup:
     )
 
 
-def _locustfiles(environment: Any) -> list[str]:
+def locustfiles(environment: Any) -> list[str]:
     text = option(environment, "locustfile") or ""
     return [p.strip() for p in str(text).split(",") if p.strip()]
 

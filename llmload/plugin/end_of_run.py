@@ -97,7 +97,14 @@ def format_summary(rows: list[dict[str, Any]], expected_hit_ratio: dict[str, flo
             parts.append(f"input tokens requested {asked} vs server-reported {r['prompt_tokens_mean']:.1f} (mean)")
         if r.get("cached_tokens"):
             exp = (expected_hit_ratio or {}).get(r["scenario"])
-            if exp == 0.0 and r["cache_hit_ratio"] > SURPRISE_HITS:
+            meant = getattr(expected_hit_ratio, "intended", {}).get(r["scenario"])
+            if meant is not None:
+                off = abs(r["cache_hit_ratio"] - meant)
+                parts.append(f"prefix-cache hit ratio {r['cache_hit_ratio']:.3f} (cached ÷ prompt tokens), {meant:.3f} "
+                             "intended (prefix_hit_rate)" + (f": WARNING {off * 100:.0f} points apart (a cache too "
+                                                              "small or evicting, or a router splitting prefixes)"
+                                                              if off > catalog.INTENDED_HIT_TOLERANCE else ""))
+            elif exp == 0.0 and r["cache_hit_ratio"] > SURPRISE_HITS:
                 parts.append(f"WARNING: the server answered {r['cache_hit_ratio']:.0%} of the prompt tokens from its "
                              "prefix cache, though this workload shares no prefix: an earlier run with the same "
                              "prompts (the same --seed)? Its latencies are the cache's, not the workload's")

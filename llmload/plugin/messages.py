@@ -24,8 +24,10 @@ import hmac
 from dataclasses import dataclass
 from typing import Any
 
-PROTOCOL_VERSION = 2
-"""1: llmload before the protocol was declared (one-letter stats keys); 2: named stats fields."""
+PROTOCOL_VERSION = 3
+"""1: llmload before the protocol was declared (one-letter stats keys); 2: named stats fields; 3: the
+master's --header and --query travel as ``master_header``/``master_query``, secret values withheld
+(:mod:`llmload.plugin.shipped_options`): a worker of 2 would send without them."""
 
 WORKER_TO_MASTER = "worker→master"
 MASTER_TO_WORKER = "master→worker"

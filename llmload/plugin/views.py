@@ -1,5 +1,5 @@
 """The narrow views of a run that code outside the plugin's core reads: the web UI's
-:class:`~llmload.plugin.webui.LiveView` and the load shapes'
+:class:`~llmload.plugin.llm_tab.LiveView` and the load shapes'
 :class:`~llmload.shapes.control.ShapeControl`. Each method answers one question from the run's
 parts; neither reader sees the plugin.
 

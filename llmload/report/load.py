@@ -30,7 +30,7 @@ NUMERIC = ("start_time", "http_status", *(m.row_column for m in catalog.ROW_METR
            "scheduled_time", "requested_input_tokens", "arrival_rate", "coalesced_reads", "requested_image_tokens",
            "backoff_ms", "inputs")
 TEXT = ("request_id", "scenario", "status", "token_source", "finish_reason", "session_id", "error", "step_kind",
-        "run_id")
+        "run_id", "call_id", "call_after", "trace_id")
 
 
 @dataclass
