@@ -87,6 +87,12 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                                                               "(users or requests/s)")),
     ("--search-warmup-s", dict(type=float, default=0.0, help="search shape and SLO stop: seconds after each change "
                                                              "not judged (default 5, as llmload report)")),
+    ("--warmup-seconds", dict(default="", help="a warm-up of this many seconds before the shape (or the plain "
+                                               "-u/-t run) starts its clock; its requests get phase=warmup and "
+                                               "are left out of the report, the SLO stop and the search")),
+    ("--warmup-users", dict(default="", help="warm-up: users (closed loop) during --warmup-seconds")),
+    ("--warmup-rate", dict(default="", help="warm-up: arrivals per second of open-loop workloads during "
+                                            "--warmup-seconds (senders: --warmup-users, else the shape's or -u)")),
     ("--seed", dict(default="", help="workload seed (default: a fresh one per run, printed in the summary and "
                                      "PREFIX_run.json); the same seed sends the same prompts again")),
     ("--server-metrics", dict(action="append", default=[], metavar="URL",

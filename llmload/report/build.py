@@ -112,6 +112,9 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
         warmup = search_warmup(manifest)
         warmup = DEFAULT_WARMUP_S if warmup is None else warmup
     notes: list[str] = [f"the first {warmup:g} s after each change of the load are warm-up and are not measured"]
+    if loaded.warmup_rows:
+        notes.append(f"{loaded.warmup_rows} request(s) of the run's warm-up (--warmup-seconds, phase=warmup) are left "
+                     "out of every step, capacity and cost")
     scenario_names = [str(s) for s in df["scenario"].astype(str).unique()]
     unknown = sorted({s.scenario for s in opts.slos if s.scenario and s.scenario not in scenario_names})
     warnings = list(loaded.warnings) + manifest_warnings
