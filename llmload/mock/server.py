@@ -32,6 +32,7 @@ from llmload.mock.embeddings_api import EmbeddingBatcher
 from llmload.mock.engine import BatchingEngine, EngineRequest
 from llmload.mock.faults import Fault, FaultPicker
 from llmload.mock.fixed_engine import FixedEngine
+from llmload.mock.gpu_telemetry import GpuMeter, render_dcgm
 from llmload.mock.http_request import RequestError, parse_request
 from llmload.mock.messages_api import full_response as full_messages_response
 from llmload.mock.messages_api import parse_messages_body
@@ -77,6 +78,8 @@ class MockServer:
             self.engine = BatchingEngine(config.engine_params)
         self.max_model_len = config.engine_params.max_model_len if config.engine_params else 1_000_000
         self.engine.stats = EngineStats(config.metrics_format, self.max_model_len)
+        self.gpu = GpuMeter(config.gpu, perf_counter())  # its clock restarts at start()
+        self.engine.gpu = self.gpu
         self.faults = FaultPicker(config.fault_rates, config.seed)
         self._rng = random.Random(config.seed)
         self._wake = gevent.event.Event()
@@ -102,6 +105,7 @@ class MockServer:
             self._log = RequestLog(self.config.log_path)
             self._log.start()
         self._server.start()
+        self.gpu.t0 = perf_counter()
         self._driver = gevent.spawn(self._drive)
         return self.address
 
@@ -223,6 +227,8 @@ class MockServer:
             text = render_metrics(self.engine, self.config.model, self.requests_by_outcome, self.lag,
                                   self.write_span)
             self._send(sock, 200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
+        elif path == "/dcgm/metrics":  # where dcgm-exporter would be (its own :9400/metrics)
+            self._send(sock, 200, render_dcgm(self.gpu, perf_counter()).encode(), "text/plain; version=0.0.4")
         else:
             self._send(sock, 404, api.error_body(404, f"no route {path}"))
         return True
@@ -234,6 +240,7 @@ class MockServer:
         arrival_mono = rx_mono
         arrival_unix = time.time() - (perf_counter() - rx_mono)
         self._ids += 1
+        self.gpu.load_started(arrival_mono)
         rid = headers.get("x-request-id") or f"mock-{self._ids}"
         self.requests_total += 1
         try:

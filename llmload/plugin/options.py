@@ -102,7 +102,12 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--no-server-metrics", dict(action="store_true", default=False,
                                  help="do not read the server's Prometheus metrics")),
     ("--server-metrics-interval", dict(default="2", metavar="S",
-                                       help="seconds between two reads of the server's metrics (default 2)")),
+                                       help="seconds between two reads of the server's metrics and the GPUs' "
+                                            "(default 2)")),
+    ("--gpu-metrics", dict(action="append", default=[], metavar="URL",
+                           help="read GPU telemetry from a DCGM exporter's /metrics at URL during the run "
+                                "(repeatable, one per node, e.g. http://gpu-node:9400/metrics; nvml: this "
+                                "machine's GPUs, needs the gpu extra; default: none)")),
     # Overload and faults (issue 15): values checked in llmload.plugin.option_checks like the rest.
     ("--backoff", dict(default="", help="on (default): after 429, 503 or an unreachable server a user waits "
                                         "(Retry-After, else exponential backoff with jitter); off: never waits")),

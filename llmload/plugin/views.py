@@ -56,6 +56,16 @@ class RunViews:
         scraper = self._parts.scraper
         return list(scraper.urls) if scraper is not None else []
 
+    def model(self) -> str:
+        manifest = self._parts.run.manifest
+        data = getattr(manifest, "data", None) or {}
+        return str(self._parts.option("model") or data.get("model") or "")
+
+    def load_state(self) -> dict[str, Any]:
+        runner = self._parts.env.runner
+        in_flight, health = self._role.client_state()
+        return {"users": runner.user_count if runner is not None else 0, "in_flight": in_flight, "health": health}
+
     def run_file(self, suffix: str) -> str | None:
         """The run's file of ``suffix`` (a :mod:`llmload.files` name) with ``--csv``, else None."""
         prefix = self._parts.option("csv_prefix")

@@ -53,7 +53,7 @@ from llmload.plugin.run_manifest import RunIdentity
 from llmload.plugin.startup import ConfigGate
 from llmload.plugin.trace_replay import ReplayLink
 from llmload.plugin.views import RunViews
-from llmload.server_metrics.scrape import ServerMetricsScraper, start_scraper
+from llmload.server_metrics.scrape import ServerMetricsScraper, start_gpu_scraper, start_scraper
 from llmload.shapes.control import CONTROL_ATTR
 from llmload.shapes.warmup import WarmupRows
 from llmload.shapes.warmup_shape import WarmupShape
@@ -109,6 +109,7 @@ class LLMLoadPlugin:
         self.warmup_rows = WarmupRows()  # --warmup-seconds: marks the warm-up's rows (the process that writes them)
         self.clients = ClientView()  # every load-generating process's health, the run's stalls
         self.scraper: ServerMetricsScraper | None = None  # the server's /metrics, read by the master or local process
+        self.gpu_scraper: ServerMetricsScraper | None = None  # the DCGM exporters (--gpu-metrics), likewise
         self.files = RunFiles(self.run, on_failure=lambda e: self.role.file_failed(e))
         self.role = make_role(self)
         self.gate = ConfigGate(environment, self.role.leads)  # the configuration, checked at init and each start
@@ -286,11 +287,14 @@ class LLMLoadPlugin:
         if not self.role.leads:
             return
         self.role.spawn(self._sample_history_forever)
-        if self.scraper is not None:
-            self.scraper.stop()
+        for old in (self.scraper, self.gpu_scraper):
+            if old is not None:
+                old.stop()
         checked = self.gate.checked
-        self.scraper = None if self.gate.error or checked is None else start_scraper(
-            checked.server_metrics, self.env.host, prefix)
+        self.scraper = self.gpu_scraper = None
+        if not self.gate.error and checked is not None:
+            self.scraper = start_scraper(checked.server_metrics, self.env.host, prefix)
+            self.gpu_scraper = start_gpu_scraper(checked.server_metrics, prefix)
 
     def _on_test_stop(self, environment: Environment, **_kw: Any) -> None:
         run_each("the stop of the test", (("the shared workload state", self.shared.stop),))
@@ -300,10 +304,11 @@ class LLMLoadPlugin:
     def _finish_run(self) -> None:
         if not self._finished_run:
             self._finished_run = True
-            scraper = self.scraper
+            scraper, gpus = self.scraper, self.gpu_scraper
             run_each("the end of the run", (
                 ("the background loops", self.role.stop_background),
                 ("the server-metrics scraper", lambda: scraper is not None and scraper.stop()),
+                ("the GPU-metrics scraper", lambda: gpus is not None and gpus.stop()),
                 ("the run's files and summary", lambda: self.role.finish_run(HISTORY_INTERVAL_S))))
 
     def _on_quitting(self, environment: Environment, **_kw: Any) -> None:
