@@ -38,7 +38,7 @@ REQUESTS_COLUMNS = (
     "tpot_ms", "e2e_ms", "itl_max_ms", "prompt_tokens", "cached_tokens", "completion_tokens",
     "max_tokens", "token_source", "finish_reason", "users", "worker", "session_id", "turn", "error",
     "scheduled_time", "requested_input_tokens", "arrival_rate", "run_id", "coalesced_reads", "step_kind",
-    "requested_image_tokens", "backoff_ms", "call_id", "call_after", "trace_id", "phase",
+    "requested_image_tokens", "backoff_ms", "call_id", "call_after", "trace_id", "phase", "inputs",
 )
 WARMUP_PHASE = "warmup"  # the phase cell of a request that started in the --warmup-seconds warm-up (else empty)
 

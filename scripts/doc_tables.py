@@ -67,6 +67,7 @@ COLUMN_MEANINGS = {
     "trace_id": "`--trace-context`: the W3C trace id (32 hex digits) of the `traceparent` header the request carried",
     "phase": "`warmup`: the request started in the run's `--warmup-seconds` warm-up, which the report, the SLO "
              "stop and the search leave out (empty otherwise)",
+    "inputs": "embeddings: how many inputs the request's batch had (empty for the streaming endpoints)",
 }
 
 PAGES = {name: os.path.join(ROOT, "docs", f"{name}.md") for name in ("options", "files", "architecture")}

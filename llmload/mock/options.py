@@ -13,6 +13,7 @@ from llmload.mock.gpu_telemetry import GpuModel, parse_throttle
 from llmload.mock.metrics_state import METRIC_FORMATS
 from llmload.mock.profiles import DEFAULT_PROFILE, PROFILES, Profile, get_profile
 
+NON_NEGATIVE_MS = number(at_least=0, noun="milliseconds")
 ENGINE_FLAGS = {f.name: f.type for f in dataclasses.fields(EngineParams)}
 
 
@@ -38,6 +39,11 @@ class MockConfig:
     gpu: GpuModel = field(default_factory=GpuModel)  # the simulated GPUs behind /dcgm/metrics
     spec_acceptance: float | None = None  # --spec-decode-acceptance: a simulated draft model's acceptance
     spec_tokens: int = 3
+    embed_base_ms: float = 2.0  # /v1/embeddings: each step's fixed cost
+    embed_per_token_ms: float = 0.01  # and its cost per token
+    embed_batch_tokens: int = 16384  # tokens a step takes from the queue at most
+    embed_dim: int = 384  # a vector's length when the request gives no dimensions
+    rerank_per_pair_ms: float = 0.05  # /v1/rerank, /v1/score: a step's cost per query-document pair
 
 
 def add_mock_arguments(p: argparse.ArgumentParser) -> None:
@@ -84,6 +90,19 @@ def add_mock_arguments(p: argparse.ArgumentParser) -> None:
                         "with probability P; vLLM's spec_decode counters (SGLang's gauges) show it (default: off)")
     p.add_argument("--spec-decode-tokens", type=number(at_least=1, at_most=16, integer=True), default=3, metavar="K",
                    help="draft tokens per step with --spec-decode-acceptance (default 3)")
+    e = p.add_argument_group("embeddings and rerank (/v1/embeddings: steps batched by tokens; /v1/rerank, "
+                             "/v1/score: by pairs)")
+    e.add_argument("--embed-base-ms", type=NON_NEGATIVE_MS, default=2.0, metavar="MS",
+                   help="each embedding step's fixed cost (default 2.0)")
+    e.add_argument("--embed-per-token-ms", type=NON_NEGATIVE_MS, default=0.01, metavar="MS",
+                   help="each embedding step's cost per token it holds (default 0.01; 0: fixed latency)")
+    e.add_argument("--embed-batch-tokens", type=number(at_least=1, integer=True), default=16384, metavar="N",
+                   help="tokens one embedding step takes from the queue at most (default 16384)")
+    e.add_argument("--embed-dim", type=number(at_least=1, integer=True), default=384, metavar="N",
+                   help="the vectors' length when a request gives no dimensions (default 384)")
+    e.add_argument("--rerank-per-pair-ms", type=NON_NEGATIVE_MS, default=0.05, metavar="MS",
+                   help="/v1/rerank and /v1/score: a step's cost per query-document pair (default 0.05; the step "
+                        "also costs --embed-base-ms)")
     g = p.add_argument_group("engine parameters (override the profile)")
     for name, kind in ENGINE_FLAGS.items():
         flag = "--" + name.replace("_", "-")
@@ -141,4 +160,9 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
         gpu=gpu,
         spec_acceptance=getattr(args, "spec_decode_acceptance", None),
         spec_tokens=getattr(args, "spec_decode_tokens", 3),
+        embed_base_ms=getattr(args, "embed_base_ms", 2.0),
+        embed_per_token_ms=getattr(args, "embed_per_token_ms", 0.01),
+        embed_batch_tokens=getattr(args, "embed_batch_tokens", 16384),
+        embed_dim=getattr(args, "embed_dim", 384),
+        rerank_per_pair_ms=getattr(args, "rerank_per_pair_ms", 0.05),
     )

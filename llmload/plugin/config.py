@@ -39,7 +39,7 @@ from llmload.shapes.schedules import STOP_ACTIONS, parse_rates, parse_steps
 from llmload.shapes.search import MODES
 from llmload.shapes.warmup import WarmupPlan, parse_warmup
 from llmload.transport import TRANSPORTS, ClientOptions
-from llmload.wire.protocol import ENDPOINTS
+from llmload.wire.protocol import BODY_ENDPOINTS, ENDPOINTS
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
 from llmload.workload.file.scenario import ScenarioSpec, is_scenario_file, load_scenario_cached, resolve_scenario_path
 from llmload.workload.synthetic import LengthRange
@@ -187,8 +187,9 @@ def _user_setup(environment: Any, user_class: type) -> UserSetup:
             except ValueError as e:
                 raise ConfigError(f"{cls_name}.workload: {e}") from None
     class_endpoint = getattr(user_class, "endpoint", "chat")
-    if class_endpoint not in ENDPOINTS:
-        raise ConfigError(f"{cls_name}.endpoint {class_endpoint!r}: expected one of {', '.join(ENDPOINTS)}")
+    if class_endpoint not in ENDPOINTS and class_endpoint not in BODY_ENDPOINTS:
+        raise ConfigError(f"{cls_name}.endpoint {class_endpoint!r}: expected one of {', '.join(ENDPOINTS)} (or "
+                          f"{', '.join(BODY_ENDPOINTS)} for LLMEmbeddingsUser and LLMRerankUser)")
     endpoint = option(environment, "endpoint")
     if endpoint is not None and endpoint not in ENDPOINTS:
         raise ConfigError(f"--endpoint {endpoint!r}: expected one of {', '.join(ENDPOINTS)}")
@@ -196,6 +197,14 @@ def _user_setup(environment: Any, user_class: type) -> UserSetup:
     if transport not in TRANSPORTS:
         where = "--transport" if option(environment, "transport") else f"{cls_name}.transport_name"
         raise ConfigError(f"{where} {transport!r}: expected one of {', '.join(TRANSPORTS)}")
+    if transport == "openai" and class_endpoint in BODY_ENDPOINTS:
+        raise ConfigError(f"--transport openai: {cls_name} ({class_endpoint}) runs on the fast transport only; drop "
+                          "--transport openai")
+    if transport == "openai":
+        used = {endpoint} if endpoint else ({w.endpoint for w in scenario.workloads} if scenario else {class_endpoint})
+        if "messages" in used:
+            raise ConfigError("--transport openai cannot send the Anthropic Messages API (endpoint messages): the "
+                              "openai SDK has no /v1/messages; use --transport fast")
     inp = option(environment, "input_tokens")
     out = option(environment, "output_tokens")
     synthetic = scenario is None

@@ -29,8 +29,9 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--model", dict(default="", help="model name to request (default: the first one the server's /v1/models "
                                       "lists)")),
     ("--transport", dict(default="", help="fast: llmload's streaming client (default); openai: the official SDK")),
-    ("--endpoint", dict(default="", help="chat (/v1/chat/completions), completions (/v1/completions) or "
-                                         "responses (/v1/responses)")),
+    ("--endpoint", dict(default="", help="chat (/v1/chat/completions), completions (/v1/completions), "
+                                         "responses (/v1/responses) or messages (Anthropic's /v1/messages: the "
+                                         "key in x-api-key, anthropic-version sent)")),
     ("--input-tokens", dict(default="", help="prompt length in tokens: N or LOW-HIGH (overrides the scenario)")),
     ("--output-tokens", dict(default="", help="max_tokens: N or LOW-HIGH (overrides the scenario)")),
     ("--ignore-eos", dict(action="store_true", default=False,
@@ -50,8 +51,8 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--query", dict(action="append", default=[], help="query parameter NAME=VALUE on every request, e.g. "
                                                        "api-version=2024-10-21 (repeatable); a secret-named one's "
                                                        "value is never sent to workers, as for --header")),
-    ("--api-key-header", dict(default="", help="send the API key in this header instead of 'Authorization: Bearer', "
-                                               "e.g. api-key (Azure)")),
+    ("--api-key-header", dict(default="", help="send the API key in this header instead of 'Authorization: Bearer' "
+                                               "(x-api-key for --endpoint messages), e.g. api-key (Azure)")),
     ("--ca-bundle", dict(default="", help="CA certificates (PEM) to verify an https server with (a worker uses its "
                                           "own, never the master's)")),
     ("--insecure", dict(action="store_true", default=False, help="do not verify the https server's certificate")),

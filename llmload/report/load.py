@@ -28,7 +28,7 @@ _SKIPPED = re.compile(r"Skipping line (\d+)")
 NUMERIC = ("start_time", "http_status", *(m.row_column for m in catalog.ROW_METRICS), "prompt_tokens",
            "cached_tokens", "completion_tokens", "max_tokens", "users", "worker", "turn",
            "scheduled_time", "requested_input_tokens", "arrival_rate", "coalesced_reads", "requested_image_tokens",
-           "backoff_ms")
+           "backoff_ms", "inputs")
 TEXT = ("request_id", "scenario", "status", "token_source", "finish_reason", "session_id", "error", "step_kind",
         "run_id", "call_id", "call_after", "trace_id", "phase")
 

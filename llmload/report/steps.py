@@ -138,7 +138,8 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO], sample_flo
     status = df["status"].astype(str).to_numpy()
     cancelled = status == "cancelled"
     cols = {c: (df[c].to_numpy(dtype=float) if c in df.columns else np.full(len(df), np.nan))
-            for c in (*LATENCY_FIELDS, "completion_tokens", "prompt_tokens")}
+            for c in (*LATENCY_FIELDS, "completion_tokens", "prompt_tokens", *(r.row_column for r in catalog.RATES))}
+    rates = catalog.RATES if np.isfinite(cols[catalog.RATES_WHEN]).any() else ()  # embeddings: inputs/s, tok/s
     good = ok.copy()  # a failed request is never good
     for slo in slos:
         if slo.column is not None:
@@ -185,6 +186,8 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO], sample_flo
             "output_tps": round(out_tok / dur, 3),
             "total_tps": round((out_tok + in_tok) / dur, 3),
         }
+        for rate in rates:
+            entry[rate.name] = round(float(np.nansum(share * cols[rate.row_column][near])) / dur, 3)
         for f in LATENCY_FIELDS:
             v = cols[f][ok_started]
             entry[f] = _pcts(v[~np.isnan(v)])
