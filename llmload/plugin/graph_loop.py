@@ -112,11 +112,14 @@ def _run_calls(user: Any, graph: CallGraph, tracker: TaskTracker, pool: Connecti
                 results[call.id] = CallResult((), "", False)  # not sent: its input never came
                 return
             request, due = prepare(call, results, turn[call.id])
-            body = None
-            if due is not None:
-                body = request.encode(user.endpoint_name)  # built while there is time
-                sleep_until(due)
+            body = request.encode(user.endpoint_name) if due is not None else None  # built while there is time
             with pool.borrow() as conn:
+                if due is not None:
+                    try:  # a fan-out's new connection is opened before the due time, not inside its lag
+                        conn.connect()
+                    except OSError:
+                        pass  # recorded as connect_error by the request
+                    sleep_until(due)
                 rec = user.send_capped(request, due, None, body, transport=conn)
             tracker.add(rec)
             results[call.id] = CallResult(tuple(request.messages or ()), rec.text, rec.ok)
