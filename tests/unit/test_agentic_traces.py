@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -158,6 +159,19 @@ def test_detection_and_format_errors(tmp_path):
         load_trace(str(p), "otel")
     with pytest.raises(TraceError, match=r"models and log_types filter BurstGPT traces only"):
         load_trace(os.path.join(DATA, "weka_sample.jsonl"), models=["m"])
+
+
+def test_a_folder_of_captures_one_session_a_file(tmp_path):
+    lines = Path(DATA, "weka_sample.jsonl").read_text().splitlines()
+    for i, line in enumerate(lines):
+        (tmp_path / f"{i}.json").write_text(json.dumps(json.loads(line), indent=2))
+    (tmp_path / "notes.txt").write_text("not a trace")
+    trace = load_trace(str(tmp_path))
+    assert trace.format == "weka" and [r.session_id for r in trace.requests] == ["sess-a", "sess-b"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(TraceError, match=r"empty: no .json or .jsonl file in the folder"):
+        load_trace(str(empty))
 
 
 def test_select_keeps_the_sessions_and_scales_their_start():

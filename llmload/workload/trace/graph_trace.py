@@ -8,7 +8,8 @@ call's ``wait_s`` the recorded gap from the end of its last parent to its start 
 session's start). The replay sends a root at ``t0 + t + wait_s`` and a child ``wait_s`` after its
 last parent really ended, so a call never starts before its parents end, whatever the server's speed.
 
-Files: one JSON object (a session), a JSON list of them, or JSON lines (one object per line).
+Files: one JSON object (a session), a JSON list of them, or JSON lines (one object per line); or a
+folder of such files (a capture per session, as AIPerf and inference-perf take them).
 
 Usage::
 
@@ -19,6 +20,7 @@ Usage::
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -74,24 +76,39 @@ def _message_words(messages: tuple[dict, ...] | None) -> int:
 
 def load_sessions(path: str, fmt: str | None,
                   read: dict[str, Callable[[dict, str, int], list[TraceRequest]]]) -> tuple[str, list[TraceRequest]]:
-    """The file's sessions, unsorted, and its format (``fmt``, or told from the first object's keys)."""
+    """The file's sessions, unsorted, and its format (``fmt``, or told from the first object's keys).
+    A folder: every ``*.json`` and ``*.jsonl`` file in it, in name order (a capture per session)."""
+    files = sorted(os.path.join(path, n) for n in os.listdir(path) if n.endswith((".json", ".jsonl"))) \
+        if os.path.isdir(path) else [path]
+    if not files:
+        raise TraceError(f"{path}: no .json or .jsonl file in the folder")
+    entries: list[TraceRequest] = []
+    left = MAX_FILE_CHARS
+    for file in files:
+        text = _read(file, left)
+        left -= len(text)
+        objects = _objects(text, file)
+        if not objects:
+            continue
+        fmt = fmt or detect(objects[0][1], file, objects[0][0])
+        for lineno, obj in objects:
+            entries.extend(read[fmt](obj, f"{file}:{lineno}" if lineno else file, len(entries)))
+    if not entries or fmt is None:
+        raise TraceError(f"{path}: empty trace: no sessions")
+    return fmt, entries
+
+
+def _read(path: str, limit: int) -> str:
     try:
         with open(path, encoding="utf-8-sig") as f:
-            text = f.read(MAX_FILE_CHARS + 1)
+            text = f.read(limit + 1)
     except OSError as e:
         raise TraceError(f"{path}: cannot read the trace: {e.strerror}") from None
     except UnicodeDecodeError as e:
         raise TraceError(f"{path}: not UTF-8 text ({e.reason})") from None
-    if len(text) > MAX_FILE_CHARS:
-        raise TraceError(f"{path}: more than {MAX_FILE_CHARS >> 20} MB: replay a part of the trace")
-    objects = _objects(text, path)
-    if not objects:
-        raise TraceError(f"{path}: empty trace: no sessions")
-    fmt = fmt or detect(objects[0][1], path, objects[0][0])
-    entries: list[TraceRequest] = []
-    for lineno, obj in objects:
-        entries.extend(read[fmt](obj, f"{path}:{lineno}" if lineno else path, len(entries)))
-    return fmt, entries
+    if len(text) > limit:
+        raise TraceError(f"{path}: more than {MAX_FILE_CHARS >> 20} MB of trace: replay a part of it")
+    return text
 
 
 def _objects(text: str, path: str) -> list[tuple[int, dict]]:

@@ -42,6 +42,7 @@ import csv
 import itertools
 import json
 import math
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -148,7 +149,10 @@ def parse_trace(lines: Iterable[str], name: str, fmt: str | None = None, *, mode
 
 
 def _looks_agentic(path: str) -> bool:
-    """A JSON document over several lines, or a first line that is a session of an agentic format."""
+    """A folder of sessions, a JSON document over several lines, or a first line that is a session of
+    an agentic format."""
+    if os.path.isdir(path):
+        return True
     try:
         with open(path, encoding="utf-8-sig") as f:
             first = ""
