@@ -1,7 +1,8 @@
 """Agentic traces (issue 23) replayed against `llmload mock`, one test per format's sample: every call
 reaches the server only after each of its parents sent its last token, a join after all of its
-branches, each root at its session's trace time, each child its recorded gap after its last
-parent ended, schedule lag p99 <= 5 ms, and the report's session makespans match the mock's log."""
+branches, each root at its session's trace time, each child its recorded gap after its last parent
+ended, the session id in the affinity header of every call, schedule lag p99 <= 5 ms, and the
+report's session makespans match the mock's log."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ seed: 5
 workloads:
   agent:
     ignore_eos: true
-    trace: {{path: {path}, format: {fmt}, time_scale: {scale}}}
+    trace: {{path: {path}, format: {fmt}, time_scale: {scale}, affinity_header: x-session-id}}
 """
 CASES = {  # format: (sample, time scale, the joins of the sample: (session, call) -> parents)
     "weka": ("weka_sample.jsonl", 1.0, {("sess-a", "r5"): "r4+a2.1+a3.0"}),
@@ -50,6 +51,7 @@ def test_an_agentic_trace_replays_its_sessions_with_their_dependencies(fmt, mock
         by_call = {r.call_id: r for r in g.itertuples()}
         assert set(by_call) == {c.id for c in graphs[sid].graph.calls}
         for r in g.itertuples():
+            assert log[r.request_id]["session"] == sid  # the affinity header, on every call
             call = _call(graphs, r)
             assert (r.call_after if isinstance(r.call_after, str) else "") == "+".join(call.after)
             if not call.after:  # a root: at its session's trace time, on the one trace clock

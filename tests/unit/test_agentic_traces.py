@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from llmload.workload.file.scenario import parse_scenario
+from llmload.workload.file.scenario import ScenarioError, parse_scenario
 from llmload.workload.graph_session import CallResult
 from llmload.workload.text import TextSource
 from llmload.workload.trace.read import TraceError, load_trace, select
@@ -181,14 +181,14 @@ def test_select_keeps_the_sessions_and_scales_their_start():
     assert all(r.graph is reqs[i % 2].graph for i, r in enumerate(cut))
 
 
-def workload(fmt: str, sample: str) -> tuple[TraceWorkload, SelectedTrace]:
-    spec = parse_scenario(f"seed: 4\nworkloads:\n  t: {{trace: {{path: {sample}, format: {fmt}}}, ignore_eos: true}}\n",
-                          "s.yaml", DATA).workloads[0]
+def workload(fmt: str, sample: str, more: str = "") -> tuple[TraceWorkload, SelectedTrace]:
+    text = f"seed: 4\nworkloads:\n  t: {{trace: {{path: {sample}, format: {fmt}{more}}}, ignore_eos: true}}\n"
+    spec = parse_scenario(text, "s.yaml", DATA).workloads[0]
     return TraceWorkload(spec, 4, user_seed=1, model="m", text=TextSource(1)), selected_trace(spec.trace)
 
 
 def test_a_weka_call_is_a_prompt_of_its_length_whose_blocks_its_children_share():
-    source, trace = workload("weka", "weka_sample.jsonl")
+    source, trace = workload("weka", "weka_sample.jsonl", ", affinity_header: x-session-id")
     assert trace.sessions
     c = calls_of(trace.requests[0])
     q0 = source.call_request(c["r0"], {}, "sess-a", 1)
@@ -196,7 +196,9 @@ def test_a_weka_call_is_a_prompt_of_its_length_whose_blocks_its_children_share()
     w0, w1 = q0.messages[-1]["content"].split(), q1.messages[-1]["content"].split()
     assert (len(w0), len(w1)) == (300, 420) and w1[:256] == w0[:256] and w1[256:300] != w0[256:300]
     assert (q1.max_tokens, q1.input_tokens, q1.call_id, q1.call_after, q1.session_id) == (16, 420, "r1", "r0", "sess-a")
-    assert q1.step_kind == "graph" and q1.extra["ignore_eos"] is True
+    assert q1.step_kind == "graph" and q1.extra["ignore_eos"] is True and q1.headers == {"x-session-id": "sess-a"}
+    with pytest.raises(ScenarioError, match=r"trace.affinity_header: expected a header name like x-session-id"):
+        workload("weka", "weka_sample.jsonl", ", affinity_header: 'a b'")
     assert 0.3 < trace.expected_hit_ratio() < 0.9  # later calls repeat the leading blocks of earlier ones
 
 

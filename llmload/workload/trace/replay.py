@@ -224,6 +224,8 @@ class TraceWorkload:
                          call_id=call.id, call_after="+".join(call.after))
         if self.ignore_eos:
             req.extra["ignore_eos"] = True
+        if spec.trace.affinity_header:
+            req.headers = {spec.trace.affinity_header: session_id}
         return req
 
     def request_for(self, entry: TraceRequest, rate: float | None = None, turn: int | None = None) -> LLMRequest:
