@@ -15,6 +15,7 @@ import pytest
 from llmload.report import ReportOptions, build_report, write_report
 from llmload.workload.trace.read import load_trace
 from tests.support.locust_runs import run_scenario
+from tests.support.processes import raise_priority
 
 SAMPLES = Path(__file__).resolve().parents[2] / "scenarios" / "data" / "traces"
 SCENARIO = """
@@ -39,8 +40,10 @@ def test_an_agentic_trace_replays_its_sessions_with_their_dependencies(fmt, mock
     graphs = {r.session_id: r for r in trace.requests}
     calls = sum(len(r.graph.calls) for r in trace.requests)
     mock = mock_factory("--profile", "fixed", "--ttft-ms", "30", "--itl-ms", "2", "--seed", "2")
+    raise_priority(mock.proc.pid)  # the schedule lag is the client's: neither process may wait for a core
     rows, out, prefix = run_scenario(tmp_path, mock, SCENARIO.format(path=path, fmt=fmt, scale=scale), fmt,
-                                     "-u", str(len(graphs)), "-r", "10", "-t", "60s", "--stop-timeout", "20")
+                                     "-u", str(len(graphs)), "-r", "10", "-t", "60s", "--stop-timeout", "20",
+                                     boosted=True)
     assert len(rows) == calls and (rows["status"] == "ok").all(), rows["status"].value_counts().to_dict()
     log = mock.log_by_id(expect=len(rows))
     assert set(rows["request_id"]) == set(log)
@@ -66,7 +69,8 @@ def test_an_agentic_trace_replays_its_sessions_with_their_dependencies(fmt, mock
         join = rows[(rows["session_id"] == sid) & (rows["call_id"] == cid)]
         assert join["call_after"].iloc[0] == after
     lag_ms = (rows["start_time"] - rows["scheduled_time"]) * 1000
-    assert float(np.percentile(lag_ms, 99)) <= 5.0, lag_ms.describe()
+    late = rows.assign(lag_ms=lag_ms).nlargest(3, "lag_ms")[["session_id", "call_id", "lag_ms"]]
+    assert float(np.percentile(lag_ms, 99)) <= 5.0, late.to_string()
     report = build_report(str(prefix), ReportOptions(warmup_s=0))
     write_report(report, str(tmp_path / "rep"))
     sessions = json.loads((tmp_path / "rep" / "report.json").read_text())["sessions"]["agent"]
