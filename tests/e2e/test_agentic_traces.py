@@ -7,13 +7,14 @@ report's session makespans match the mock's log."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from llmload.report import ReportOptions, build_report, write_report
-from llmload.workload.trace.read import load_trace
+from llmload.workload.trace.read import load_trace, select
 from tests.support.locust_runs import run_scenario
 from tests.support.processes import raise_priority
 
@@ -23,33 +24,37 @@ seed: 5
 workloads:
   agent:
     ignore_eos: true
-    trace: {{path: {path}, format: {fmt}, time_scale: {scale}, affinity_header: x-session-id}}
+    trace: {{path: {path}, format: {fmt}, time_scale: {scale}, loop: {loop}, affinity_header: x-session-id}}
 """
-CASES = {  # format: (sample, time scale, the joins of the sample: (session, call) -> parents)
-    "weka": ("weka_sample.jsonl", 1.0, {("sess-a", "r5"): "r4+a2.1+a3.0"}),
-    "otel": ("otel_sample.jsonl", 1.0, {("trace-research", "c3"): "c1+c2"}),
-    "sglang": ("sglang_agentic_sample.json", 1.0, {}),
+CASES = {  # format: (sample, time scale, loop, users, the joins of the sample: (session, call) -> parents)
+    # looped so the lag's p99 is a percentile (~90 and ~50 calls), not the slowest call
+    "weka": ("weka_sample.jsonl", 0.5, 8, 6, {("sess-a", "r5"): "r4+a2.1+a3.0"}),
+    "otel": ("otel_sample.jsonl", 0.5, 8, 6, {("trace-research", "c3"): "c1+c2"}),
+    "sglang": ("sglang_agentic_sample.json", 1.0, 1, 2, {}),  # no times: nothing to loop over
 }
 
 
 @pytest.mark.parametrize("fmt", sorted(CASES))
 def test_an_agentic_trace_replays_its_sessions_with_their_dependencies(fmt, mock_factory, tmp_path):
-    sample, scale, joins = CASES[fmt]
+    sample, scale, loop, users, joins = CASES[fmt]
     path = SAMPLES / sample
-    trace = load_trace(str(path), fmt)
-    graphs = {r.session_id: r for r in trace.requests}
-    calls = sum(len(r.graph.calls) for r in trace.requests)
+    entries = select(load_trace(str(path), fmt).requests, time_scale=scale, loop=loop)
+    graphs, seen = {}, Counter()
+    for r in entries:  # a repeat's session id: ~N, N its repeat (as the replay names it)
+        seen[r.session_id] += 1
+        graphs[r.session_id if seen[r.session_id] == 1 else f"{r.session_id}~{seen[r.session_id]}"] = r
+    calls = sum(len(r.graph.calls) for r in entries)
     mock = mock_factory("--profile", "fixed", "--ttft-ms", "30", "--itl-ms", "2", "--seed", "2")
     raise_priority(mock.proc.pid)  # the schedule lag is the client's: neither process may wait for a core
-    rows, out, prefix = run_scenario(tmp_path, mock, SCENARIO.format(path=path, fmt=fmt, scale=scale), fmt,
-                                     "-u", str(len(graphs)), "-r", "10", "-t", "60s", "--stop-timeout", "20",
-                                     boosted=True)
+    text = SCENARIO.format(path=path, fmt=fmt, scale=scale, loop=loop)
+    rows, out, prefix = run_scenario(tmp_path, mock, text, fmt, "-u", str(users), "-r", "10", "-t", "90s",
+                                     "--stop-timeout", "20", boosted=True)
     assert len(rows) == calls and (rows["status"] == "ok").all(), rows["status"].value_counts().to_dict()
     log = mock.log_by_id(expect=len(rows))
     assert set(rows["request_id"]) == set(log)
     assert set(rows["session_id"]) == set(graphs)
     roots = rows[rows["call_after"].isna()]
-    t0 = min(r.scheduled_time - graphs[r.session_id].t - _call(graphs, r).wait_s for r in roots.itertuples())
+    t0 = min(r.scheduled_time - graphs[r.session_id].t - _call(graphs, r).wait_s * scale for r in roots.itertuples())
     for sid, g in rows.groupby("session_id"):
         by_call = {r.call_id: r for r in g.itertuples()}
         assert set(by_call) == {c.id for c in graphs[sid].graph.calls}
@@ -70,7 +75,8 @@ def test_an_agentic_trace_replays_its_sessions_with_their_dependencies(fmt, mock
         assert join["call_after"].iloc[0] == after
     lag_ms = (rows["start_time"] - rows["scheduled_time"]) * 1000
     late = rows.assign(lag_ms=lag_ms).nlargest(3, "lag_ms")[["session_id", "call_id", "lag_ms"]]
-    assert float(np.percentile(lag_ms, 99)) <= 5.0, late.to_string()
+    if loop > 1:  # a replay scheduled by the trace's times (SGLang's has none: its calls only follow their parents)
+        assert float(np.percentile(lag_ms, 99)) <= 5.0, late.to_string()
     report = build_report(str(prefix), ReportOptions(warmup_s=0))
     write_report(report, str(tmp_path / "rep"))
     sessions = json.loads((tmp_path / "rep" / "report.json").read_text())["sessions"]["agent"]
@@ -78,7 +84,8 @@ def test_an_agentic_trace_replays_its_sessions_with_their_dependencies(fmt, mock
     by_id = rows.set_index("request_id")
     server = [max(log[i]["last_token_mono"] for i in ids) - min(log[i]["arrival_mono"] for i in ids)
               for ids in by_id.groupby("session_id").groups.values()]
-    assert abs(sessions["makespan_s"]["p50"] - float(np.median(server))) < 0.02, (sessions, server)
+    for q in ("p50", "p95"):  # the report's makespans are the server's
+        assert abs(sessions["makespan_s"][q] - float(np.percentile(server, int(q[1:])))) < 0.02, (sessions, server)
     assert "every trace request is sent" in out
 
 
