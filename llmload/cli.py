@@ -55,7 +55,7 @@ def _report_options(args: argparse.Namespace):
         daily_requests=getattr(args, "daily_requests", None), peak_factor=getattr(args, "peak_factor", 1.0),
         headroom=getattr(args, "headroom", 0.3), output_cost_weight=args.output_cost_weight,
         error_budget=parse_error_budget(args.error_budget), sample_floor=args.sample_floor,
-        run_id=getattr(args, "run_id", None))
+        run_id=getattr(args, "run_id", None), usd_per_kwh=args.usd_per_kwh, allow_throttled=args.allow_throttled)
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -221,11 +221,15 @@ def _judging_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--error-budget", default="", metavar="FRACTION|off", help="failed ÷ finished requests a "
                    "step may have (default 0.01); off: failures count against no SLO; --slo error_rate=X wins")
     p.add_argument("--warmup-s", type=float, help="seconds after each load change not measured (default 5, or "
-                   "the search shape's own from PREFIX_run.json)")
+                   "the shape's own from PREFIX_run.json: the search's, the SLO stop's)")
     p.add_argument("--sample-floor", type=int, default=30, help="ok requests a step needs for a verdict "
                    "(default 30); a thinner step is never capacity")
     p.add_argument("--output-cost-weight", type=float, help="price an output token as this many input tokens "
                    "to split cost between input and output")
+    p.add_argument("--usd-per-kwh", type=float, help="price of a kWh: the GPUs' energy cost beside the GPU-hour "
+                   "cost (runs with --gpu-metrics)")
+    p.add_argument("--allow-throttled", action="store_true", help="let a step whose GPUs throttled or logged an "
+                   "XID error be capacity (default: never)")
 
 
 def build_parser() -> argparse.ArgumentParser:

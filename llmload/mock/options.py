@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from llmload.argtypes import PORT, POSITIVE_SECONDS, PROBABILITY, number
 from llmload.mock.engine import EngineParams
 from llmload.mock.faults import Fault, parse_fault_rate
+from llmload.mock.gpu_telemetry import GpuModel, parse_throttle
 from llmload.mock.metrics_state import METRIC_FORMATS
 from llmload.mock.profiles import DEFAULT_PROFILE, PROFILES, Profile, get_profile
 
@@ -34,6 +35,7 @@ class MockConfig:
     retry_after_s: float | None = None  # Retry-After sent with 429 and 503 faults
     max_connections: int = 20_000  # beyond this many open connections a new one gets 503 and is closed
     idle_timeout_s: float = 300.0  # a connection that sends no byte of a request for this long is closed
+    gpu: GpuModel = field(default_factory=GpuModel)  # the simulated GPUs behind /dcgm/metrics
 
 
 def add_mock_arguments(p: argparse.ArgumentParser) -> None:
@@ -63,6 +65,18 @@ def add_mock_arguments(p: argparse.ArgumentParser) -> None:
                    help="open connections served at once; one more is answered 503 and closed (default 20000)")
     p.add_argument("--idle-timeout", type=POSITIVE_SECONDS, default=300.0, metavar="S",
                    help="close a connection that sends nothing of a request for S seconds (default 300)")
+    gpu = p.add_argument_group("simulated GPUs (/dcgm/metrics, in dcgm-exporter's shape)")
+    gpu.add_argument("--gpus", type=number(at_least=1, integer=True), default=1, metavar="N",
+                     help="GPUs the replica runs on; they share its work evenly (default 1)")
+    gpu.add_argument("--gpu-idle-w", type=number(at_least=0), default=75.0, metavar="W",
+                     help="each GPU's power when idle, in watts (default 75)")
+    gpu.add_argument("--gpu-j-per-prefill-token", type=number(at_least=0), default=0.004, metavar="J",
+                     help="energy of one prefill token on top of idle, in joules, all GPUs together (default 0.004)")
+    gpu.add_argument("--gpu-j-per-decode-token", type=number(at_least=0), default=0.1, metavar="J",
+                     help="energy of one decode token on top of idle, in joules, all GPUs together (default 0.1)")
+    gpu.add_argument("--gpu-throttle", default=None, metavar="START:SECONDS",
+                     help="throttle the GPUs (power cap) for SECONDS from START seconds after the first request: "
+                          "slower steps and DCGM's throttle reasons (default: never)")
     g = p.add_argument_group("engine parameters (override the profile)")
     for name, kind in ENGINE_FLAGS.items():
         flag = "--" + name.replace("_", "-")
@@ -94,6 +108,11 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
     rates = [parse_fault_rate(f) for f in args.fault]
     if getattr(args, "log_tokens", False) and not args.log:
         raise ValueError("--log-tokens needs --log FILE")
+    throttle_text = getattr(args, "gpu_throttle", None)
+    gpu = GpuModel(gpus=getattr(args, "gpus", 1), idle_w=getattr(args, "gpu_idle_w", 75.0),
+                   j_per_prefill_token=getattr(args, "gpu_j_per_prefill_token", 0.004),
+                   j_per_decode_token=getattr(args, "gpu_j_per_decode_token", 0.1),
+                   throttle=parse_throttle(throttle_text) if throttle_text else None)
     max_connections = getattr(args, "max_connections", 20_000)  # bounded by the parser (argtypes)
     idle_timeout = getattr(args, "idle_timeout", 300.0)
     return MockConfig(
@@ -112,4 +131,5 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
         retry_after_s=args.retry_after,
         max_connections=max_connections,
         idle_timeout_s=idle_timeout,
+        gpu=gpu,
     )

@@ -30,6 +30,7 @@ from llmload.mock import openai_api as api
 from llmload.mock.engine import BatchingEngine, EngineRequest
 from llmload.mock.faults import Fault, FaultPicker
 from llmload.mock.fixed_engine import FixedEngine
+from llmload.mock.gpu_telemetry import GpuMeter, render_dcgm
 from llmload.mock.http_request import RequestError, parse_request
 from llmload.mock.metrics_state import EngineStats, LatencyHistogram
 from llmload.mock.options import MockConfig
@@ -73,6 +74,8 @@ class MockServer:
             self.engine = BatchingEngine(config.engine_params)
         self.max_model_len = config.engine_params.max_model_len if config.engine_params else 1_000_000
         self.engine.stats = EngineStats(config.metrics_format, self.max_model_len)
+        self.gpu = GpuMeter(config.gpu, perf_counter())  # its clock restarts at start()
+        self.engine.gpu = self.gpu
         self.faults = FaultPicker(config.fault_rates, config.seed)
         self._rng = random.Random(config.seed)
         self._wake = gevent.event.Event()
@@ -96,6 +99,7 @@ class MockServer:
             self._log = RequestLog(self.config.log_path)
             self._log.start()
         self._server.start()
+        self.gpu.t0 = perf_counter()
         self._driver = gevent.spawn(self._drive)
         return self.address
 
@@ -212,6 +216,8 @@ class MockServer:
             text = render_metrics(self.engine, self.config.model, self.requests_by_outcome, self.lag,
                                   self.write_span)
             self._send(sock, 200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
+        elif path == "/dcgm/metrics":  # where dcgm-exporter would be (its own :9400/metrics)
+            self._send(sock, 200, render_dcgm(self.gpu, perf_counter()).encode(), "text/plain; version=0.0.4")
         else:
             self._send(sock, 404, api.error_body(404, f"no route {path}"))
         return True
@@ -223,6 +229,7 @@ class MockServer:
         arrival_mono = rx_mono
         arrival_unix = time.time() - (perf_counter() - rx_mono)
         self._ids += 1
+        self.gpu.load_started(arrival_mono)
         rid = headers.get("x-request-id") or f"mock-{self._ids}"
         self.requests_total += 1
         try:
@@ -304,12 +311,14 @@ class MockServer:
             stream.first_mono = stream.first_mono or perf_counter()
             stream.last_mono = perf_counter()
         self._log_request(rid, arrival_mono, arrival_unix, stream, stream.outcome, len(req.prompt_words),
-                          seq.cached_tokens, fault, req.image_tokens, plan.kind, headers.get(SESSION_HEADER))
+                          seq.cached_tokens, fault, req.image_tokens, plan.kind, headers.get(SESSION_HEADER),
+                          headers.get("traceparent"))
         return not stream.gone
 
     def _log_request(self, rid: str, arrival_mono: float, arrival_unix: float, stream: ServedStream | None,
                      outcome: str, prompt_tokens: int, cached: int, fault: Fault | None = None,
-                     image_tokens: int = 0, reply: str = "", session: str | None = None) -> None:
+                     image_tokens: int = 0, reply: str = "", session: str | None = None,
+                     traceparent: str | None = None) -> None:
         self.requests_by_outcome[outcome] = self.requests_by_outcome.get(outcome, 0) + 1
         if self._log is None:
             return
@@ -329,6 +338,8 @@ class MockServer:
         }
         if session is not None:  # a router's session-affinity header, as llmload sends it (issue 23)
             entry["session"] = session
+        if traceparent is not None:  # W3C trace context (--trace-context): an engine that traces joins on it
+            entry["traceparent"] = traceparent
         if self.config.log_tokens:
             # perf_counter (CLOCK_MONOTONIC) when each token's frame was handed to the socket; a
             # streamed request's true gaps are the differences. None when no stream was served.

@@ -37,6 +37,7 @@ from llmload.plugin.option_checks import (
 from llmload.plugin.options import option
 from llmload.shapes.schedules import STOP_ACTIONS, parse_rates, parse_steps
 from llmload.shapes.search import MODES
+from llmload.shapes.warmup import WarmupPlan, parse_warmup
 from llmload.transport import TRANSPORTS, ClientOptions
 from llmload.wire.protocol import ENDPOINTS
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
@@ -85,6 +86,7 @@ class RunConfig:
     environment: Any = None
     server_metrics: ServerMetricsSetup = field(default_factory=ServerMetricsSetup)
     faults: FaultSettings = FaultSettings()
+    warmup: WarmupPlan | None = None  # --warmup-seconds with --warmup-users or --warmup-rate
 
     @property
     def shape(self) -> dict[str, Any]:
@@ -259,7 +261,20 @@ def build_config(environment: Any, require_host: bool = False) -> RunConfig:
     for cls in classes:
         config.setup_for(cls)
     _check_shape(environment, config.shape)
+    config.warmup = _warmup(environment, config)
     return config
+
+
+def _warmup(environment: Any, config: RunConfig) -> WarmupPlan | None:
+    try:
+        plan = parse_warmup(*(option(environment, k) for k in ("warmup_seconds", "warmup_users", "warmup_rate")))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if plan is not None and plan.rate is not None and config.scenarios and \
+            not any(w.arrival.mode == "open" for s in config.scenarios for w in s.workloads):
+        raise ConfigError(f"--warmup-rate {plan.rate:g}: no workload is open-loop (arrival: in the scenario); "
+                          "warm up closed-loop users with --warmup-users N instead")
+    return plan
 
 
 def _check_shape(environment: Any, shape: dict[str, Any]) -> None:

@@ -55,6 +55,9 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--ca-bundle", dict(default="", help="CA certificates (PEM) to verify an https server with (a worker uses its "
                                           "own, never the master's)")),
     ("--insecure", dict(action="store_true", default=False, help="do not verify the https server's certificate")),
+    ("--trace-context", dict(action="store_true", default=False,
+                             help="send a W3C traceparent header (a new trace id per request, sampled) on every "
+                                  "request and write its trace id into the row (trace_id), to join server traces")),
     ("--allow-key-to-any-host", dict(action="store_true", default=False,
                                      help="send the API key and secret headers to a host changed after launch (by "
                                           "the web UI); by default they go only to the launch's --host")),
@@ -65,8 +68,9 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--step-seconds", dict(type=float, default=0.0, help="step shape: seconds each step lasts")),
     ("--step-spawn-rate", dict(type=float, default=0.0, help="step shape: users started per second when a step "
                                                              "begins")),
-    ("--slo-stop-after", dict(type=float, default=0.0, help="shapes: act when an SLO stays broken this many seconds "
-                                                            "on the live window (0: off)")),
+    ("--slo-stop-after", dict(type=float, default=0.0, help="step shape: act when a step's verdict (as "
+                                                            "llmload report judges it) stays broken this many "
+                                                            "seconds (0: off)")),
     ("--slo-stop-action", dict(default="", help="stop: end the run (default); hold: go back to the last good step "
                                                 "and hold it")),
     ("--ramp-users", dict(type=int, default=0, help="ramp shape: users at the top of the ramp")),
@@ -80,8 +84,14 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--search-max", dict(type=float, default=0.0, help="search shape: highest load (users or requests/s)")),
     ("--search-precision", dict(type=float, default=0.0, help="search shape: stop when the bracket is this narrow "
                                                               "(users or requests/s)")),
-    ("--search-warmup-s", dict(type=float, default=0.0, help="search shape: seconds after each change not judged "
-                                                             "(default 5, as llmload report)")),
+    ("--search-warmup-s", dict(type=float, default=0.0, help="search shape and SLO stop: seconds after each change "
+                                                             "not judged (default 5, as llmload report)")),
+    ("--warmup-seconds", dict(default="", help="a warm-up of this many seconds before the shape (or the plain "
+                                               "-u/-t run) starts its clock; its requests get phase=warmup and "
+                                               "are left out of the report, the SLO stop and the search")),
+    ("--warmup-users", dict(default="", help="warm-up: users (closed loop) during --warmup-seconds")),
+    ("--warmup-rate", dict(default="", help="warm-up: arrivals per second of open-loop workloads during "
+                                            "--warmup-seconds (senders: --warmup-users, else the shape's or -u)")),
     ("--seed", dict(default="", help="workload seed (default: a fresh one per run, printed in the summary and "
                                      "PREFIX_run.json); the same seed sends the same prompts again")),
     ("--server-metrics", dict(action="append", default=[], metavar="URL",
@@ -91,7 +101,12 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--no-server-metrics", dict(action="store_true", default=False,
                                  help="do not read the server's Prometheus metrics")),
     ("--server-metrics-interval", dict(default="2", metavar="S",
-                                       help="seconds between two reads of the server's metrics (default 2)")),
+                                       help="seconds between two reads of the server's metrics and the GPUs' "
+                                            "(default 2)")),
+    ("--gpu-metrics", dict(action="append", default=[], metavar="URL",
+                           help="read GPU telemetry from a DCGM exporter's /metrics at URL during the run "
+                                "(repeatable, one per node, e.g. http://gpu-node:9400/metrics; nvml: this "
+                                "machine's GPUs, needs the gpu extra; default: none)")),
     # Overload and faults (issue 15): values checked in llmload.plugin.option_checks like the rest.
     ("--backoff", dict(default="", help="on (default): after 429, 503 or an unreachable server a user waits "
                                         "(Retry-After, else exponential backoff with jitter); off: never waits")),

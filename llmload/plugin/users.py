@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import os
 import random
 import re
 import sys
@@ -104,6 +105,7 @@ class LLMUser(User):
         self._loop: Any = None  # trace replay, agent tasks or call graphs: the task body instead of one request
         self.connections: ConnectionPool | None = None  # call graphs: more connections for calls that overlap
         self._backoff: Backoff | None = None
+        self._trace_context = False
 
     # -- lifecycle -------------------------------------------------------------------------------
     def on_start(self) -> None:
@@ -118,6 +120,7 @@ class LLMUser(User):
                                          secrets=client.secrets + spec.header_secrets)
         client = plugin.client_for(self.host, client)  # the key only to the host it is bound to
         self._backoff = Backoff(plugin.config.faults.backoff, random.Random(self.seed() ^ 0x0BAC0FF))
+        self._trace_context = bool(plugin.option("trace_context"))
         self.transport = make_transport(setup.transport, self.host, ENDPOINTS[endpoint], client)
         model = plugin.option("model") or (spec.model if spec and spec.model else None) or self.model \
             or plugin.resolve_model(self.host, client)
@@ -272,12 +275,16 @@ class LLMUser(User):
             call_id=request.call_id,
             call_after=request.call_after,
         )
+        headers = request.headers
+        if self._trace_context:  # a new trace per request: 16 + 8 random bytes, far below a token's cost
+            meta.trace_id = os.urandom(16).hex()
+            headers = {**(headers or {}), "traceparent": f"00-{meta.trace_id}-{os.urandom(8).hex()}-01"}
         if body is None:
             body = request.encode(self.endpoint_name)
         in_flight = self.plugin.in_flight
         in_flight[request.scenario] = in_flight.get(request.scenario, 0) + 1
         try:
-            rec = transport.stream(body, meta, want_text=request.want_text, headers=request.headers,
+            rec = transport.stream(body, meta, want_text=request.want_text, headers=headers,
                                    on_cancel=self.plugin.record)
         finally:
             in_flight[request.scenario] -= 1

@@ -30,7 +30,7 @@ NUMERIC = ("start_time", "http_status", *(m.row_column for m in catalog.ROW_METR
            "scheduled_time", "requested_input_tokens", "arrival_rate", "coalesced_reads", "requested_image_tokens",
            "backoff_ms")
 TEXT = ("request_id", "scenario", "status", "token_source", "finish_reason", "session_id", "error", "step_kind",
-        "run_id", "call_id", "call_after")
+        "run_id", "call_id", "call_after", "trace_id", "phase")
 
 
 @dataclass
@@ -40,6 +40,7 @@ class Loaded:
     warnings: list[str] = field(default_factory=list)
     level: str = "users"  # what the load steps are: "users", or "arrival_rate" for open-loop runs
     run_id: str | None = None  # the run the rows are of (None: rows written before runs had ids)
+    warmup_rows: int = 0  # rows of the run's --warmup-seconds warm-up (phase=warmup), left out of df
 
 
 def requests_path(prefix: str) -> str:
@@ -222,6 +223,11 @@ def _finish(path: str, df: pd.DataFrame, warnings: list[str], run_id: str | None
     if df.empty:
         raise ReportError(f"{path}: no usable request rows")
     df, run = select_run(df, path, run_id, warnings)
+    warmup = _warmup_mask(df)
+    if warmup.any():  # the warm-up is left out of every verdict: steps, capacity, cost, sessions, traffic
+        df = df[~warmup].reset_index(drop=True)
+        if df.empty:
+            raise ReportError(f"{path}: every row is of the warm-up (phase=warmup): the run measured nothing after it")
     df = df.sort_values("start_time", kind="stable").reset_index(drop=True)
     df["status"] = df["status"].astype("string").astype("category")
     ok = (df["status"] == "ok").to_numpy()
@@ -234,4 +240,10 @@ def _finish(path: str, df: pd.DataFrame, warnings: list[str], run_id: str | None
         level = "arrival_rate"
         df = df[df["arrival_rate"].notna().to_numpy()].reset_index(drop=True)
     df["level"] = df[level].to_numpy(dtype=float)
-    return Loaded(path=path, df=df, warnings=warnings, level=level, run_id=run)
+    return Loaded(path=path, df=df, warnings=warnings, level=level, run_id=run, warmup_rows=int(warmup.sum()))
+
+
+def _warmup_mask(df: pd.DataFrame) -> np.ndarray:
+    if "phase" not in df.columns:
+        return np.zeros(len(df), dtype=bool)
+    return (df["phase"].astype("string").fillna("") == files.WARMUP_PHASE).to_numpy(dtype=bool)

@@ -16,10 +16,11 @@ import numpy as np
 
 from llmload import files
 from llmload.metrics import catalog
+from llmload.metrics.confidence import settle_text
 from llmload.report import charts as ch
-from llmload.report.confidence import settle_text
 from llmload.report.document import Block, clean, render_html, render_markdown, write_files
 from llmload.report.format import fmt, fmt_usd
+from llmload.report.gpu import gpu_table
 from llmload.report.model import Report, Section
 from llmload.report.run_identity import manifest_rows
 from llmload.report.server import server_table
@@ -48,6 +49,11 @@ def _capacity_blocks(sec: Section, title: str) -> list[Block]:
                      fmt(cap["interpolated_rps"], 3)])
     if cap.get("borderline"):
         rows.append(["borderline verdicts (limit inside the 95 % interval)", ", ".join(cap["borderline"])])
+    for skipped in cap.get("never_capacity") or []:
+        rows.append([f"not capacity: step {skipped['level']:g}", skipped["why"]])
+    if cap.get("gpu"):
+        rows += [["GPU J per output token at capacity", fmt(cap["gpu"]["j_per_output_token"], 4)],
+                 ["GPU bound by at capacity", str(cap["gpu"]["bound_by"])]]
     blocks = [Block(title, 2, header=["", ""], rows=rows)]
     if sec.cost:
         c = sec.cost
@@ -60,6 +66,10 @@ def _capacity_blocks(sec: Section, title: str) -> list[Block]:
             crow += [[f"$ per 1M input tokens (output weighted ×{c['output_cost_weight']:g})",
                       fmt_usd(c["usd_per_million_input_tokens"])],
                      ["$ per 1M output tokens (weighted)", fmt_usd(c["usd_per_million_output_tokens_weighted"])]]
+        if c.get("energy_usd_per_hour") is not None:
+            crow += [[f"GPU energy $/hour (measured power at ${c['usd_per_kwh']:g}/kWh)",
+                      fmt_usd(c["energy_usd_per_hour"])],
+                     ["GPU energy $ per 1M output tokens", fmt_usd(c.get("energy_usd_per_million_output_tokens"))]]
         blocks.append(Block("Cost at capacity", 3, header=["", ""], rows=crow))
     if sec.plan:
         p = sec.plan
@@ -150,10 +160,12 @@ def blocks(report: Report) -> list[Block]:
             out += _capacity_blocks(sec, f"Scenario {name}")
             out.append(_steps_block(sec, f"Steps of {name}", report))
             out.append(_slo_block(sec, f"SLO verdicts of {name}", label))
-    server = server_table(report)  # the engine's own metrics per step, when the run scraped them
-    if server:
-        heading, text, header, rows = server
-        out.append(Block(heading, 2, text=text, header=header, rows=rows))
+    for table in (server_table(report), gpu_table(report)):  # the engine's and the GPUs' metrics, when scraped
+        if table:
+            heading, text, header, rows = table
+            out.append(Block(heading, 2, text=text, header=header, rows=rows))
+            if heading == "GPUs":
+                out.append(Block(chart="gpu", caption=_caption("gpu", label)))
     # A run whose server reports cached_tokens but never hit the cache (a chat run) has no section.
     caches = [(n, s.prefix_cache) for n, s in report.scenarios.items()
               if s.prefix_cache and s.prefix_cache.get("requests_with_hits")]
@@ -234,6 +246,7 @@ def write_all(report: Report, out_dir: str, name_prefix: str = "") -> list[str]:
         "tokens": ch.tokens_per_step(steps, label),
         "errors": ch.errors_per_step(steps, label),
         "ttft_time": ch.ttft_over_time(report.df),
+        "gpu": ch.gpu_per_step(steps, label),
     }
     bl = blocks(report)
     return write_files(out_dir, {
@@ -262,6 +275,9 @@ def summary_text(report: Report) -> str:
     if o.cost:
         lines.append(f"cost: ${fmt_usd(o.cost['usd_per_request'])} per request, "
                      f"${fmt_usd(o.cost['usd_per_million_output_tokens'])} per 1M output tokens")
+    if cap.get("gpu"):
+        lines.append(f"GPUs at capacity: {fmt(cap['gpu']['j_per_output_token'], 4)} J per output token, "
+                     f"{cap['gpu']['bound_by']}")
     if o.plan:
         lines.append(f"plan: {fmt(o.plan.get('replicas'))} replica(s), {fmt(o.plan.get('gpus'))} GPU(s), "
                      f"${fmt_usd(o.plan.get('usd_per_month'))}/month for {o.plan['target_rps']:.3f} req/s")

@@ -5,7 +5,7 @@ sweep.json::
 
     {"plan": PATH, "slos": [...], "target_rps": X | null, "target_users": X | null, "headroom": 0.3,
      "cells": [{"id", "deployment", "workload", "repeat", "status", "error", "capacity", "cost", "plan",
-                "steps", "prefix", ...}],
+                "gpu", "steps", "prefix", ...}],
      "frontier": {WORKLOAD: [{"deployment", "load", "tok_s_per_gpu", "tok_s_per_user", "ttft_p95_ms",
                               "usd_per_1m_output_tokens", "usd_per_good_request", "slo_met", "pareto"}]},
      "best": {WORKLOAD: {"deployment", "replicas", "gpus", "usd_per_month", "runner_up", "margin_is_real"}}}
@@ -75,11 +75,16 @@ def sweep_blocks(s: dict[str, Any]) -> list[Block]:
                    fmt(p[TTFT_P95], 1), {True: "yes", False: "no", None: "–"}[p["slo_met"]],
                    fmt_usd(p["usd_per_1m_output_tokens"]), fmt_usd(p["usd_per_good_request"])] for p in front]))
         out.append(Block("", 3, chart=f"frontier:{w}"))
+    # "gpu": the GPUs at capacity (llmload.report.gpu.gpu_columns), for deployments with gpu_metrics:
     out.append(Block("Cells", 2, header=["cell", "deployment", "workload", "repeat", "status", "capacity",
-                                         "limited by", "seconds"],
+                                         "limited by", "$ per 1M output tok", "GPU J per output token",
+                                         "GPU bound by", "seconds"],
                      rows=[[c["id"], c["deployment"], c["workload"], str(c["repeat"]), c["status"],
                             fmt((c.get("capacity") or {}).get("level")),
-                            str((c.get("capacity") or {}).get("limited_by") or "–"), fmt(c.get("seconds"), 0)]
+                            str((c.get("capacity") or {}).get("limited_by") or "–"),
+                            fmt_usd((c.get("cost") or {}).get("usd_per_million_output_tokens")),
+                            fmt((c.get("gpu") or {}).get("j_per_output_token"), 4),
+                            str((c.get("gpu") or {}).get("gpu_bound_by") or "–"), fmt(c.get("seconds"), 0)]
                            for c in s["cells"]]))
     errors = [f"- {c['id']}: " + c["error"].splitlines()[0] for c in s["cells"] if c.get("error")]
     if errors:

@@ -16,7 +16,7 @@ import urllib.parse
 import urllib.request
 
 from tests.support.browser import wait_for
-from tests.support.processes import ROOT, free_port
+from tests.support.processes import ROOT, end_process, free_port
 
 
 def get(url: str) -> tuple[int, str, str]:
@@ -86,8 +86,4 @@ def test_stop_without_csv_shows_the_run_stopped_and_serves_what_it_has(mock_fact
         assert status == 200 and "chat" in {r["scenario"] for r in hist} and "errors_by_status" in hist[0]
         assert get(base + "/llmload/server_metrics.csv")[0] == 404
     finally:
-        locust.terminate()
-        try:
-            locust.wait(15)
-        except subprocess.TimeoutExpired:
-            locust.kill()
+        end_process(locust)

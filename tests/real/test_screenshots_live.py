@@ -20,7 +20,7 @@ import pytest
 from llmload.metrics import catalog
 from llmload.plugin import llm_tab
 from tests.support.browser import CHROMEDRIVER, CHROMIUM, wait_for
-from tests.support.processes import ROOT, free_port
+from tests.support.processes import ROOT, end_process, free_port
 from tests.support.screenshots import SCREENSHOTS, axis_tick_labels, horizontal_overflow, overlapping_text, shoot
 
 pytestmark = pytest.mark.skipif(
@@ -170,8 +170,4 @@ def test_dashboard_and_llm_tabs_at_1280_during_the_run_and_after_stop(mock_facto
     finally:
         if driver is not None:
             driver.quit()
-        locust.terminate()
-        try:
-            locust.wait(15)
-        except subprocess.TimeoutExpired:
-            locust.kill()
+        end_process(locust)

@@ -19,7 +19,7 @@ import pytest
 
 from llmload.metrics import catalog
 from tests.support.browser import CHROMEDRIVER, CHROMIUM, wait_for
-from tests.support.processes import ROOT, free_port
+from tests.support.processes import ROOT, end_process, free_port
 
 pytestmark = pytest.mark.skipif(
     not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)) and not os.environ.get("CI"),
@@ -136,11 +136,7 @@ def test_llm_tab_and_dashboard_in_chromium(mock_factory, tmp_path):
     finally:
         if driver is not None:
             driver.quit()
-        locust.terminate()
-        try:
-            locust.wait(15)
-        except subprocess.TimeoutExpired:
-            locust.kill()
+        end_process(locust)
 
 
 HOSTILE = "</option></select><img src=x onerror=window.__pwned=1>"

@@ -102,6 +102,7 @@ class WorkloadSpec:
     output_tokens: Distribution | None = None
     prefix_groups: tuple[PrefixGroup, ...] = ()
     intended_hit_rate: float | None = None  # prefix_hit_rate: the share of prompt tokens meant to be a cache hit
+    prefix_prime: bool = False  # prefix: {prime: true}: each process sends every prefix once before drawing
     max_concurrent: int | None = None
     session: SessionSpec | None = None
     dataset: DatasetSpec | None = None
