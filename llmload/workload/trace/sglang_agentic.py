@@ -7,12 +7,12 @@ a conversation is a list of turns, each turn's ``messages`` only the new non-ass
 turn k+1 is sent after turn k has ended, with turn k's prompt, the server's live reply and the new
 messages; turns without messages are skipped; ``prompt_tokens`` is informational. The format has
 no times, no fan-out and no output lengths: every conversation is due at trace time 0 (free users
-take them in order, as ``--max-concurrency`` does), no gap between turns, and ``output_tokens``
-(the ``trace:`` section's ``output_tokens``, else SGLang's default 220) per turn.
+take them in order, as ``--max-concurrency`` does), no gap between turns, and 220 output tokens
+a turn (SGLang's default when ``--sharegpt-output-len`` is not given; ``output_tokens`` here).
 
 Usage::
 
-    entries = read_sglang(json.load(open(path)), path, 0, output_tokens=220)   # one per conversation
+    entries = read_sglang(json.load(open(path)), path, 0)   # one TraceRequest per conversation
 """
 
 from __future__ import annotations
