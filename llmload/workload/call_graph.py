@@ -88,6 +88,7 @@ class GraphCall:
     hash_ids: tuple[int, ...] = ()  # the trace's prefix blocks (equal ids: equal text, a shared prefix)
     messages: tuple[dict, ...] | None = None  # recorded messages: the whole prompt (fresh) or the new ones (parent)
     block_tokens: int = 0  # tokens per hash id (0: the trace section's block_tokens)
+    replies: tuple[tuple[int, str], ...] = ()  # (index in messages, call id): that recorded reply, sent live
 
 
 @dataclass(frozen=True)

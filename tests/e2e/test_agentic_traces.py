@@ -54,6 +54,7 @@ def test_an_agentic_trace_replays_its_sessions_with_their_dependencies(fmt, mock
     log = mock.log_by_id(expect=len(rows))
     assert set(rows["request_id"]) == set(log)
     assert set(rows["session_id"]) == set(graphs)
+    assert (rows["prompt_tokens"] == rows["requested_input_tokens"]).all()  # the mock counts what the client built
     roots = rows[rows["call_after"].isna()]
     t0 = min(r.scheduled_time - graphs[r.session_id].t - _call(graphs, r).wait_s * scale for r in roots.itertuples())
     for sid, g in rows.groupby("session_id"):

@@ -202,10 +202,18 @@ def test_a_weka_call_is_a_prompt_of_its_length_whose_blocks_its_children_share()
     assert 0.3 < trace.expected_hit_ratio() < 0.9  # later calls repeat the leading blocks of earlier ones
 
 
-def test_otel_and_sglang_calls_send_recorded_messages_sglang_after_the_live_reply():
+def test_otel_and_sglang_calls_send_recorded_messages_with_the_live_replies():
     source, trace = workload("otel", "otel_sample.jsonl")
-    c3 = calls_of(trace.requests[0])["c3"]
-    assert tuple(source.call_request(c3, {}, "trace-research", 4).messages) == c3.messages  # as recorded
+    c = calls_of(trace.requests[0])
+    # the assistant messages that are exactly an ancestor's output: the plan's (an ancestor, not a
+    # parent) and both branches'; they go out as those calls' live replies, the rest as recorded
+    assert c["c3"].replies == ((2, "c0"), (3, "c1"), (4, "c2")) and c["c1"].replies == ((2, "c0"),)
+    live = {k: CallResult((), f"live {k}", True) for k in ("c0", "c1", "c2")}
+    sent = source.call_request(c["c3"], live, "trace-research", 4).messages
+    assert [m["content"] for m in sent[2:5]] == ["live c0", "live c1", "live c2"]
+    assert sent[:2] + sent[5:] == [*c["c3"].messages[:2], *c["c3"].messages[5:]]
+    assert c["c3"].messages[2]["content"].startswith("Plan:")  # the trace itself is left as it was
+    assert calls_of(trace.requests[1])["c1"].replies == ()  # linked by time only: nothing to substitute
     source, trace = workload("sglang", "sglang_agentic_sample.json")
     c = calls_of(trace.requests[0])
     first = source.call_request(c["t0"], {}, "conv0", 1)

@@ -47,6 +47,7 @@ class RecordedCall:
     messages: tuple[dict, ...] | None = None  # recorded messages (OTel: the whole prompt; SGLang: the new ones)
     context: str = "fresh"  # parent: the first parent's messages and its live reply come first (SGLang)
     block_tokens: int = 0
+    replies: tuple[tuple[int, str], ...] = ()  # (message index, ancestor call id): its live reply goes there
 
 
 def session_entry(session_id: str, calls: list[RecordedCall], name: str) -> TraceRequest:
@@ -61,7 +62,7 @@ def session_entry(session_id: str, calls: list[RecordedCall], name: str) -> Trac
         wait = max(0.0, c.start_s - max(parents_end)) if parents_end else c.start_s - t0
         out.append(GraphCall(c.id, c.after, c.context, 0, max(1, c.output_tokens), wait,
                              input_tokens=c.input_tokens, hash_ids=c.hash_ids, messages=c.messages,
-                             block_tokens=c.block_tokens))
+                             block_tokens=c.block_tokens, replies=c.replies))
     try:
         graph = check_graph(out, max_calls=MAX_SESSION_CALLS)
     except GraphError as e:

@@ -14,8 +14,9 @@ the graph is, as inference-perf builds it:
 * a temporal edge: B also waits for the closest earlier call that ended before B started;
 * the gap is B's start minus its last parent's end (a root's: from the trace's first call).
 
-What is sent: the recorded input messages as they are (inference-perf's
-``disable_output_substitution``: recorded assistant turns, not the live replies), ``max_tokens`` =
+What is sent: the recorded input messages, each assistant message that is exactly an ancestor
+call's output replaced by that call's live reply (inference-perf's output substitution; a message
+that only contains an output, among other text, is sent as recorded), ``max_tokens`` =
 ``gen_ai.usage.completion_tokens`` (or ``output_tokens``), else the output text's length at 4
 characters a token, else ``gen_ai.request.max_tokens``.
 
@@ -110,10 +111,31 @@ def read_otel(obj: dict, name: str, index: int) -> list[TraceRequest]:
             if calls[i][0] >= calls[j][2]:
                 parents[i].setdefault(j, False)
                 break
-    recorded = [RecordedCall(ids[i], tuple(ids[j] for j in sorted(parents[i])), c[0], c[2], c[5], messages=c[3])
-                for i, c in enumerate(calls)]
+    recorded = [RecordedCall(ids[i], tuple(ids[j] for j in sorted(parents[i])), c[0], c[2], c[5], messages=c[3],
+                             replies=_replies(calls, parents, i, ids)) for i, c in enumerate(calls)]
     sid = str(obj.get("trace_id") or calls[0][1] or f"trace{index}")
     return [session_entry(sid, recorded, name)]
+
+
+def _replies(calls: list, parents: list[dict[int, bool]], i: int, ids: list[str]) -> tuple[tuple[int, str], ...]:
+    """Output substitution, as inference-perf does by default: an assistant message of call i that is
+    exactly an ancestor's output is sent as that ancestor's live reply (the latest such ancestor)."""
+    ancestors: set[int] = set()
+    stack = list(parents[i])
+    while stack:
+        p = stack.pop()
+        if p not in ancestors:
+            ancestors.add(p)
+            stack.extend(parents[p])
+    out = []
+    for k, m in enumerate(calls[i][3]):
+        if m.get("role") != "assistant":
+            continue
+        text = _text(m.get("content"))
+        match = [j for j in ancestors if text and calls[j][4] == text]
+        if match:
+            out.append((k, ids[max(match)]))
+    return tuple(out)
 
 
 def _feeds(output: str, messages: tuple[dict, ...]) -> bool:

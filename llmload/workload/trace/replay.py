@@ -199,12 +199,15 @@ class TraceWorkload:
     def call_request(self, call: Any, results: dict[str, Any], session_id: str, turn: int) -> LLMRequest:
         """The request of one call of an agentic trace's session (``entry.graph``), its parents'
         results (:class:`~llmload.workload.graph_session.CallResult`) at hand: the recorded messages
-        (after the first parent's prompt and live reply, for a ``parent`` call), or a prompt of
+        (after the first parent's prompt and live reply, for a ``parent`` call; an ancestor's
+        recorded reply replaced by its live one where ``replies`` says), or a prompt of
         ``input_tokens`` words from the call's ``hash_ids`` blocks."""
         spec = self.spec
         system = [{"role": "system", "content": spec.system_prompt}] if spec.system_prompt else []
         if call.messages is not None:
             messages = [dict(m) for m in call.messages]
+            for k, ancestor in call.replies:  # the live reply where the trace has the recorded one
+                messages[k]["content"] = results[ancestor].reply
             if call.context == "parent" and call.after:
                 first = results[call.after[0]]
                 messages = [*first.messages, {"role": "assistant", "content": first.reply}, *messages]
