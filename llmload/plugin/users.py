@@ -136,7 +136,10 @@ class LLMUser(User):
             if spec.trace is not None:
                 trace = selected_trace(spec.trace)
                 schedule = plugin.replay.schedule_for(spec.name, trace)
-                self._loop = lambda: replay_one(self, schedule, self.source, trace.rate)
+                if trace.sessions:  # an agentic trace: a session's calls overlap on connections of their own
+                    self.connections = ConnectionPool(self.transport, lambda: make_transport(
+                        setup.transport, self.host, ENDPOINTS[endpoint], client))
+                self._loop = lambda: replay_one(self, schedule, self.source, trace.rate, self.connections)
             elif spec.agent is not None:
                 self._loop = lambda: run_agent_task(self, self.source)
             elif spec.graph is not None:

@@ -62,6 +62,7 @@ class TraceSpec:
     models: tuple[str, ...] = ()  # BurstGPT: keep rows of these models
     log_types: tuple[str, ...] = ()  # BurstGPT: keep rows of these log types
     block_tokens: int = 512  # tokens per hash id (Mooncake's block) and per shared prefix_id
+    affinity_header: str = ""  # agentic traces: the session id in this header on every call (x-session-id)
 
 
 @dataclass(frozen=True)
