@@ -18,7 +18,7 @@ from llmload.report.load import load_requests
 from llmload.report.model import DEFAULT_WARMUP_S, Report, ReportOptions, Section
 from llmload.report.run_identity import read_manifest, search_warmup
 from llmload.report.server import attach_server_metrics
-from llmload.report.steps import Step, measure_steps, step_verdict
+from llmload.report.steps import Step, mark_step_endings, measure_steps, step_verdict
 
 
 def prefix_cache_stats(df: pd.DataFrame) -> dict[str, Any] | None:
@@ -158,6 +158,17 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
     overall = _section("all", df, slos_for(slos, scope), opts, warmup, notes, warnings, scenarios)
     if len(scenario_names) == 1:
         scenarios[scenario_names[0]] = overall
+    shape = (manifest or {}).get("shape") or {}
+    early = mark_step_endings(overall.steps, shape.get("step_log"))
+    for sec in scenarios.values():
+        if sec is not overall:
+            mark_step_endings(sec.steps, shape.get("step_log"))
+    if isinstance(shape.get("step_log"), list):
+        pct = shape.get("step_precision_pct")
+        pct_text = f"{pct:g}" if isinstance(pct, int | float) else "?"  # a hand-edited manifest
+        notes.append(f"precision stop (--step-precision {pct_text} %): {early} of "
+                     f"{len(shape['step_log'])} step(s) ended early, once the 95 % intervals of the SLO percentiles "
+                     "were within that share of their values; the others ran to --step-seconds")
     if not overall.steps:
         warnings.append(f"no step lasted longer than the {warmup:g} s warm-up: nothing was measured "
                         "(try --warmup-s 0)")

@@ -198,3 +198,22 @@ def step_verdict(entry: dict[str, Any], has_slos: bool) -> str:
     base = "met" if entry["slo_met"] else "broken"
     edgy = [k for k, v in entry["slo"].items() if v.get("borderline")]
     return f"{base} (borderline)" if edgy else base
+
+
+def mark_step_endings(steps: list[Step], step_log: Any) -> int:
+    """Say how each step ended, from PREFIX_run.json's ``shape.step_log`` (the step shape with
+    ``--step-precision``): ``ended`` ("precise": early, its intervals were narrow enough; "cap":
+    at ``--step-seconds``) and ``ended_why``. Log entries are matched to steps in order, by user
+    count. Returns how many steps ended early."""
+    if not isinstance(step_log, list):
+        return 0
+    entries = [e for e in step_log if isinstance(e, dict) and e.get("ended") in ("precise", "cap")]
+    at, early = 0, 0
+    for step in steps:
+        for i in range(at, len(entries)):
+            if entries[i].get("users") == step.data["users"]:
+                step.data["ended"], step.data["ended_why"] = entries[i]["ended"], str(entries[i].get("why", ""))
+                early += entries[i]["ended"] == "precise"
+                at = i + 1
+                break
+    return early

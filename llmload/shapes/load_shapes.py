@@ -22,7 +22,12 @@ Locust's ``--class-picker`` lets the web UI choose among the shapes of a locustf
 **SLO stop** (``--slo-stop-after S``): when an SLO (``--slo`` or the scenario's ``slo:``) stays
 broken on the live window for S seconds, ``--slo-stop-action stop`` ends the run and ``hold``
 goes back to the last step that met every SLO and holds it to the end of the schedule. So
-"find my capacity" is one command. The pure schedules are :func:`step_schedule` and
+"find my capacity" is one command.
+
+**Precision stop** (``--step-precision PCT``, the step shape): a step ends early once the 95 %
+intervals of its SLO percentiles are within PCT % of their values and its sample floor is met;
+``--step-seconds`` is then the cap (:mod:`llmload.shapes.precision`; PREFIX_run.json's
+``shape.step_log`` says how each step ended and why). The pure schedules are :func:`step_schedule` and
 :func:`ramp_schedule`.
 """
 
@@ -38,6 +43,7 @@ from locust import LoadTestShape
 from llmload.metrics.slo import DEFAULT_ERROR_BUDGET, broken_slos, with_error_budget
 from llmload.metrics.stats import ScenarioStats
 from llmload.shapes.control import control_of
+from llmload.shapes.precision import PrecisionSteps
 from llmload.shapes.schedules import parse_rates, parse_steps, ramp_schedule, step_schedule
 from llmload.shapes.search import MODES, Bisection, StepSample
 
@@ -125,12 +131,20 @@ class StepLoadShape(_LLMShape):
     spawn_rate: float = 100.0
     slo_stop_after_s: float = 0.0
     slo_stop_action: str = "stop"
+    step_precision: float = 0.0  # > 0: a step may end early once its SLO percentiles are known to this % (precision)
+    step_warmup_s: float = 5.0  # with step_precision: seconds after each change not judged (as llmload report)
+    sample_floor: int = 30  # with step_precision: ok requests a step needs before it may end early
 
     def __init__(self) -> None:
         super().__init__()
         self._stop: _SLOStop | None = None
         self._good: dict[int, bool] = {}  # step index → met every SLO at its last check
         self._held: int | None = None
+        self._ladder: PrecisionSteps | None = None
+
+    def reset_time(self) -> None:
+        super().reset_time()
+        self._ladder = None  # a new test (the web UI's start after a stop) starts at the first step again
 
     def _settings(self) -> tuple[tuple[int, ...], float, float]:
         s = _Settings(self)
@@ -141,17 +155,36 @@ class StepLoadShape(_LLMShape):
             raise ValueError(f"step shape: step seconds and spawn rate must be > 0, got {seconds}, {rate}")
         if self._stop is None:
             self._stop = _SLOStop(s)
+        self._precision = float(s.get("step_precision", "step_precision", "step_precision") or 0.0)
+        if self._precision < 0:
+            raise ValueError(f"--step-precision {self._precision:g}: expected a percentage > 0, e.g. 5 (0: off)")
+        if self._precision and self._ladder is None:
+            self._ladder = PrecisionSteps(
+                steps, seconds, self._precision, s.control.slos() if s.control is not None else [],
+                float(s.get("step_warmup_s", "step_warmup_s", "step_warmup_s")),
+                int(s.get("step_sample_floor", "step_sample_floor", "sample_floor")), time.time())
+            if s.control is not None:
+                s.control.watch_rows(self._ladder.add)
         return steps, seconds, rate
+
+    def _now_at(self, steps: tuple[int, ...], seconds: float) -> tuple[int | None, int]:
+        """(users, step index) now: the fixed schedule, or the precision ladder's wall clock."""
+        ladder = self._ladder
+        if ladder is None:
+            t = self.get_run_time()
+            return step_schedule(t, steps, seconds), int(t // seconds)
+        control = control_of(self.runner.environment) if self.runner is not None else None
+        users = ladder.users(time.time(), control.live_lag_s() if control is not None else 0.0)
+        return users, ladder.index
 
     def tick(self) -> tuple[int, float] | None:
         steps, seconds, rate = self._settings()
         t = self.get_run_time()
         if self._held is not None:
             return (self._held, rate) if t < len(steps) * seconds else None
-        users = step_schedule(t, steps, seconds)
+        users, index = self._now_at(steps, seconds)
         if users is None:
             return None
-        index = int(t // seconds)
         stop = self._stop
         if stop is not None and stop.slos:
             tripped = stop.check(time.time())
@@ -174,7 +207,8 @@ class StepLoadShape(_LLMShape):
         steps, seconds, rate = self._settings()
         return {"steps": list(steps), "step_seconds": seconds, "spawn_rate": rate,
                 "slo_stop_after_s": self._stop.after_s if self._stop else 0.0,
-                "slo_stop_action": self._stop.action if self._stop else "stop"}
+                "slo_stop_action": self._stop.action if self._stop else "stop",
+                **(self._ladder.describe() if self._ladder is not None else {})}
 
 
 class RampLoadShape(_LLMShape):
