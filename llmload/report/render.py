@@ -188,6 +188,11 @@ def blocks(report: Report) -> list[Block]:
     return out
 
 
+def _total(rows: Any, column: str) -> int:
+    """A whole-count column's sum, exact: added in float64 (the report reads counts as float32)."""
+    return int(np.nansum(rows[column].to_numpy(dtype=np.float64))) if column in rows else 0
+
+
 def vllm_export(report: Report) -> list[dict[str, Any]]:
     """Per step, the keys of `vllm bench serve --save-result` that the CSV can fill."""
     df = report.df
@@ -195,13 +200,15 @@ def vllm_export(report: Report) -> list[dict[str, Any]]:
     for step in report.overall.steps:
         d = step.data
         m = df["ok"] & (df["start_time"] >= step.measured_from) & (df["start_time"] < step.end)
-        rows = df[m]
+        cols = [c for c in ("prompt_tokens", "completion_tokens", *(x.row_column for x in catalog.ROW_METRICS))
+                if c in df.columns]
+        rows = df.loc[m.to_numpy(), cols]  # only what the export reads: a 10 M-row frame has many columns
         entry: dict[str, Any] = {
             "llmload_users": d["users"], "max_concurrency": d["users"], "duration": d["duration_s"],
             "request_rate": d["arrival_rate"] if d["arrival_rate"] is not None else "inf",
             "completed": int(len(rows)), "failed": d["errors"],
-            "total_input_tokens": int(rows["prompt_tokens"].fillna(0).sum()) if "prompt_tokens" in rows else None,
-            "total_output_tokens": int(rows["completion_tokens"].fillna(0).sum()),
+            "total_input_tokens": _total(rows, "prompt_tokens") if "prompt_tokens" in rows else None,
+            "total_output_tokens": _total(rows, "completion_tokens"),
             "request_throughput": d["rps"], "output_throughput": d["output_tps"],
             "total_token_throughput": d["total_tps"], "request_goodput": d["goodput_rps"],
         }

@@ -46,7 +46,8 @@ def task_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per finished agent task: duration_s, calls, prompt/completion tokens, outcome."""
     if "step_kind" not in df.columns or "session_id" not in df.columns:
         return pd.DataFrame()
-    rows = df[df["step_kind"].fillna("").astype(str) != ""]
+    kind = df["step_kind"]
+    rows = df[(kind.notna() & (kind.astype(str) != "")).to_numpy()]  # read as categories: no fillna("")
     if rows.empty:
         return pd.DataFrame()
     rows = rows.assign(_cancel=rows["status"].astype(str) == "cancelled",
@@ -54,7 +55,8 @@ def task_table(df: pd.DataFrame) -> pd.DataFrame:
                        _turn=rows["turn"].fillna(0) if "turn" in rows else 0)
     rows = rows.sort_values(["session_id", "_turn"], kind="stable")
     g = rows.groupby(rows["session_id"].astype(str), sort=False)
-    last_finish = g["finish_reason"].last().fillna("").astype(str) if "finish_reason" in rows else None
+    last_finish = g["finish_reason"].last().astype(object).fillna("").astype(str) if "finish_reason" in rows \
+        else None
     out = pd.DataFrame({
         "start": g["start_time"].min(),
         "duration_s": g["end_time"].max() - g["start_time"].min(),
