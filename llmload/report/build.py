@@ -24,7 +24,7 @@ from llmload.report.steps import Step, mark_step_endings, measure_steps, step_ve
 def prefix_cache_stats(df: pd.DataFrame) -> dict[str, Any] | None:
     if "cached_tokens" not in df.columns:
         return None
-    ok = df[df["ok"]]
+    ok = df.loc[df["ok"].to_numpy(), [c for c in ("cached_tokens", "ttft_ms", "prompt_tokens") if c in df.columns]]
     cached = ok["cached_tokens"]
     if not cached.notna().any():
         return None
@@ -141,7 +141,7 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
         warmup = search_warmup(manifest)
         warmup = DEFAULT_WARMUP_S if warmup is None else warmup
     notes: list[str] = [f"the first {warmup:g} s after each change of the load are warm-up and are not measured"]
-    scenario_names = [str(s) for s in df["scenario"].astype(str).unique()]
+    scenario_names = [str(s) for s in df["scenario"].unique()]
     unknown = sorted({s.scenario for s in opts.slos if s.scenario and s.scenario not in scenario_names})
     warnings = list(loaded.warnings) + manifest_warnings
     if unknown:
@@ -153,7 +153,7 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
     scenarios = {}
     if len(scenario_names) > 1:
         for name in scenario_names:
-            sub = df[df["scenario"].astype(str) == name]
+            sub = df[(df["scenario"] == name).to_numpy()]
             scenarios[name] = _section(name, sub, slos_for(slos, name), opts, warmup, notes, warnings)
     overall = _section("all", df, slos_for(slos, scope), opts, warmup, notes, warnings, scenarios)
     if len(scenario_names) == 1:

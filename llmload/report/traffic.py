@@ -127,9 +127,12 @@ def traffic_json(report: Report) -> dict[str, Any]:
     """Per scenario: tasks, input split and schedule lag, where the run has them (keys left out otherwise)."""
     df = report.df
     out: dict[str, dict[str, Any]] = {"tasks": {}, "input_tokens": {}, "schedule_lag": {}}
-    names = [str(s) for s in df["scenario"].astype(str).unique()]
+    if not any(c in df.columns and df[c].notna().any() for c in ("step_kind", "requested_image_tokens",
+                                                                  "scheduled_time")):
+        return {}  # none of the three: no copy of the rows per scenario (10 M rows are GBs)
+    names = [str(s) for s in df["scenario"].unique()]
     for name in names:
-        sub = df[df["scenario"].astype(str) == name]
+        sub = df[(df["scenario"] == name).to_numpy()]
         for key, value in (("tasks", task_stats(sub, slos_for(report.options.slos, name))),
                            ("input_tokens", input_split(sub)), ("schedule_lag", schedule_lag(sub))):
             if value is not None:
