@@ -141,6 +141,7 @@ class StepLoadShape(_LLMShape):
         self._good: dict[int, bool] = {}  # step index → met every SLO at its last check
         self._held: int | None = None
         self._ladder: PrecisionSteps | None = None
+        self._watching = False
 
     def reset_time(self) -> None:
         super().reset_time()
@@ -163,9 +164,14 @@ class StepLoadShape(_LLMShape):
                 steps, seconds, self._precision, s.control.slos() if s.control is not None else [],
                 float(s.get("step_warmup_s", "step_warmup_s", "step_warmup_s")),
                 int(s.get("step_sample_floor", "step_sample_floor", "sample_floor")), time.time())
-            if s.control is not None:
-                s.control.watch_rows(self._ladder.add)
+            if s.control is not None and not self._watching:
+                s.control.watch_rows(self._on_rows)  # once: a new test's ladder gets the rows through it
+                self._watching = True
         return steps, seconds, rate
+
+    def _on_rows(self, rows: list[tuple]) -> None:
+        if self._ladder is not None:
+            self._ladder.add(rows)
 
     def _now_at(self, steps: tuple[int, ...], seconds: float) -> tuple[int | None, int]:
         """(users, step index) now: the fixed schedule, or the precision ladder's wall clock."""
