@@ -60,7 +60,7 @@ def chunk_frame(first: int, count: int, total: int, rng: np.random.Generator) ->
         "completion_tokens": out_tok, "max_tokens": 512, "token_source": "usage",
         "finish_reason": np.where(failed, "", "length"), "users": users, "worker": worker, "session_id": "",
         "turn": "", "error": np.where(failed, "read timeout after 60 s", ""), "requested_input_tokens": prompt,
-        "run_id": RUN_ID, "coalesced_reads": rng.integers(0, 3, count), "step_kind": "step", "backoff_ms": 0,
+        "run_id": RUN_ID, "coalesced_reads": rng.integers(0, 3, count), "step_kind": "", "backoff_ms": 0,
     })
     return df.reindex(columns=list(REQUESTS_COLUMNS))  # the columns it does not fill stay empty
 
@@ -93,12 +93,13 @@ def main() -> None:
         t = time.monotonic()
         res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         wall = time.monotonic() - t
-        peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        child = resource.getrusage(resource.RUSAGE_CHILDREN)
+        peak_mb, cpu_s = child.ru_maxrss / 1024, child.ru_utime + child.ru_stime  # CPU: what a shared host skews least
         print(res.stdout.strip())
         if res.returncode:
             print(res.stderr, file=sys.stderr)
             sys.exit(res.returncode)
-        print(f"llmload report on {rows:,} rows: {wall:.1f} s wall, peak RSS {peak_mb:,.0f} MB "
+        print(f"llmload report on {rows:,} rows: {wall:.1f} s wall, {cpu_s:.1f} s CPU, peak RSS {peak_mb:,.0f} MB "
               f"(target for 10 M rows: < 60 s, < 4096 MB); load average {os.getloadavg()[0]:.1f} on "
               f"{os.cpu_count()} CPUs")
     finally:

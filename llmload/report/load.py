@@ -202,7 +202,7 @@ def _read_one(path: str, warnings: list[str], keep_ids: bool = False) -> pd.Data
     # rows where it is set are dropped. The C parser accepts more names than fields only when a line
     # of the first chunk has that many, so a blank line with the extra field goes first (row 0, dropped).
     names = [c if c in CSV_COLUMNS else f"{UNKNOWN}{i}" for i, c in enumerate(header)] + [EXTRA]
-    dtypes = {c: "category" for c in KEEP_CATEGORY if c in keep} | {EXTRA: "string", "request_id": "string"}
+    dtypes = {c: "category" for c in KEEP_CATEGORY if c in keep} | {EXTRA: "object", "request_id": "string"}
     header_end = head.index(b"\n") + 1 if b"\n" in head else len(head)
     parts: list[pd.DataFrame] = []
     lost: dict[str, int] = {}
