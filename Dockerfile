@@ -12,10 +12,16 @@
 #
 # The image's entrypoint is `locust`: every argument above is Locust's (docs/distributed.md has
 # the master and worker commands). The API key comes only from the environment.
-# Pin the base by digest before relying on the image: `docker buildx imagetools inspect
-# locustio/locust:2.47.0` prints it; then write FROM locustio/locust:2.47.0@sha256:<digest>. (Not pinned
-# here: no registry is reachable from where llmload is developed, so the digest cannot be read.)
-FROM locustio/locust:2.47.0
+# The base is pinned by digest: a tag can be moved to other bytes, a digest cannot. No registry is
+# reachable where llmload is developed, so the digest was read from public sources, two that agree:
+# a `docker pull locustio/locust:2.43.4` log ("Digest: sha256:ea785ebc…", in a public SRE course's
+# lab report) and the tool table of achandrasekar/inference-perf, paper/neurips/README.md (Locust
+# pinned as locustio/locust@sha256:ea785ebc…). No published digest of 2.47.0 (the Locust llmload's
+# own tests run on) was found, so the image has 2.43.4 (>= 2.32, as pyproject.toml asks); llmload's
+# unit tests and a local and a distributed run were checked on Locust 2.43.4.
+# To refresh (or move to a newer Locust): `docker buildx imagetools inspect locustio/locust:TAG`
+# prints the digest ("Digest:" line, the multi-platform index); write FROM locustio/locust:TAG@sha256:<it>.
+FROM locustio/locust:2.43.4@sha256:ea785ebc49c887007e0e6809cc9a839edc0d2199a4ddf1d249f23f11fda52787
 
 USER root
 # Only what the install needs, never the whole build context (a local .env or key file stays out

@@ -223,7 +223,7 @@ def _judging_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--error-budget", default="", metavar="FRACTION|off", help="failed ÷ finished requests a "
                    "step may have (default 0.01); off: failures count against no SLO; --slo error_rate=X wins")
     p.add_argument("--warmup-s", type=float, help="seconds after each load change not measured (default 5, or "
-                   "the search shape's own from PREFIX_run.json)")
+                   "the shape's own from PREFIX_run.json: the search's, the SLO stop's)")
     p.add_argument("--sample-floor", type=int, default=30, help="ok requests a step needs for a verdict "
                    "(default 30); a thinner step is never capacity")
     p.add_argument("--output-cost-weight", type=float, help="price an output token as this many input tokens "

@@ -37,8 +37,9 @@ REQUESTS_COLUMNS = (
     "tpot_ms", "e2e_ms", "itl_max_ms", "prompt_tokens", "cached_tokens", "completion_tokens",
     "max_tokens", "token_source", "finish_reason", "users", "worker", "session_id", "turn", "error",
     "scheduled_time", "requested_input_tokens", "arrival_rate", "run_id", "coalesced_reads", "step_kind",
-    "requested_image_tokens", "backoff_ms",
+    "requested_image_tokens", "backoff_ms", "call_id", "call_after", "trace_id", "phase",
 )
+WARMUP_PHASE = "warmup"  # the phase cell of a request that started in the --warmup-seconds warm-up (else empty)
 
 # PREFIX_server_metrics.csv, long format: one row per sample per scrape
 SERVER_METRICS_COLUMNS = ("time", "endpoint", "metric", "labels", "value")

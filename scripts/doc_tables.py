@@ -62,6 +62,11 @@ COLUMN_MEANINGS = {
     "step_kind": "an agent call's kind: `task` (the first call) or `tool_result`",
     "requested_image_tokens": "what the request's pictures cost a Qwen2-VL-style model",
     "backoff_ms": "how long the user waited after this request (429, 503 or an unreachable server)",
+    "call_id": "call-graph sessions (`session: {kind: graph}`): this call's id in its session's graph",
+    "call_after": "call-graph sessions: the ids of the calls this one waited for, joined by `+` (empty: the first)",
+    "trace_id": "`--trace-context`: the W3C trace id (32 hex digits) of the `traceparent` header the request carried",
+    "phase": "`warmup`: the request started in the run's `--warmup-seconds` warm-up, which the report, the SLO "
+             "stop and the search leave out (empty otherwise)",
 }
 
 PAGES = {name: os.path.join(ROOT, "docs", f"{name}.md") for name in ("options", "files", "architecture")}

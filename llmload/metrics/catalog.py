@@ -67,7 +67,9 @@ class Metric:
     live: tuple[str, ...] = ("p50", "p95", "p99")
     """Statistics of the live window: live rows, PREFIX_llm_history.csv, the dashboard's series."""
     tab: tuple[str, ...] = ()
-    """Of ``live``, those the LLM tab shows (it has room for few)."""
+    """Of ``live``, those the LLM tabs show (it has room for few)."""
+    tab_default: tuple[str, ...] = ()
+    """Of ``tab``, those in the first LLM tab (at most 10 columns in all); the rest are on the "LLM details" tab."""
     summary: tuple[str, ...] = ()
     """Statistics in the end-of-run table a headless run prints."""
     report: tuple[str, ...] = ()
@@ -97,24 +99,26 @@ class Metric:
         return tuple(self.stats_column(s) for s in ("mean", *(q for q, _ in STATS_QUANTILES), "max"))
 
     def title(self, stat: str, unit: bool = False) -> str:
-        """Table and chart heading: ``TTFT p95`` (``TTFT p95 ms`` with ``unit``)."""
-        return f"{self.label} {stat}" + (f" {self.unit}" if unit else "")
+        """Table and chart heading: ``TTFT p95`` (``TTFT p95 (ms)`` with ``unit``, the LLM tab's form); a label
+        that ends in its statistic says it once (``ITL max``, not ``ITL max max``)."""
+        name = self.label if self.label.endswith(f" {stat}") else f"{self.label} {stat}"
+        return name + (f" ({self.unit})" if unit else "")
 
 
 METRICS: tuple[Metric, ...] = (
     Metric("ttft", "TTFT", "time to first token: t0 to the first event carrying output (content, reasoning, tool "
            "calls; role-only and empty chunks never count), over ok requests", row_column="ttft_ms",
-           live=("p50", "p95", "p99", "mean"), tab=("p50", "p95", "p99"), summary=("p50", "p95", "p99"),
-           report=("p50", "p95", "p99"), headline=True, vllm="ttft"),
+           live=("p50", "p95", "p99", "mean"), tab=("p50", "p95", "p99"), tab_default=("p50", "p95"),
+           summary=("p50", "p95", "p99"), report=("p50", "p95", "p99"), headline=True, vllm="ttft"),
     Metric("ttft_visible", "TTFT visible", "t0 to the first non-empty content (after any reasoning), over ok "
            "requests", row_column="ttft_visible_ms", report=("p50", "p95", "p99")),
     Metric("tpot", "TPOT", "time per output token after the first: (E2E - TTFT) / (output tokens - 1), over ok "
-           "requests with at least 2 output tokens", row_column="tpot_ms", tab=("p50", "p95"),
+           "requests with at least 2 output tokens", row_column="tpot_ms", tab=("p50", "p95"), tab_default=("p50",),
            summary=("p50", "p95", "p99"), report=("p50", "p95", "p99"), digits=2, headline=True,
            vllm="tpot"),
     Metric("itl", "ITL", "inter-token latency: every gap between consecutive output events of every ok stream "
            "(per chunk, not per request; gaps into and inside a coalesced read left out)", tab=("p99",),
-           summary=("p99",), slo=False, digits=2),
+           tab_default=("p99",), summary=("p99",), slo=False, digits=2),
     Metric("itl_max", "ITL max", "a request's largest gap between output events (its worst stall), over ok "
            "requests", row_column="itl_max_ms", live=("max",), tab=("max",), report=("p99",)),
     Metric("e2e", "E2E", "end to end: t0 to the end of the stream (for a failed request: to the moment it "
@@ -135,6 +139,13 @@ TASK = Metric("task", "task time", "an agent task's time from its first call to 
               "fail (seconds)", unit="s", live=(), dashboard=False)
 """Agent task time: an SLO stem (``task_p95_s``) and llm_stats columns (``p95_task_s``, agent_tasks.py), not a
 request metric."""
+
+INTENDED_HIT_TOLERANCE = 0.10
+"""``prefix_hit_rate``: how far the server-reported cached share may be from the intended one (in
+share of prompt tokens) before the summary and the report warn."""
+
+TASK_SYNONYMS = ("session",)
+"""SLO stems that mean task time: a call-graph session is a task (``session_p95_s`` = ``task_p95_s``)."""
 
 RENAMED: dict[str, str] = {
     "worst_stall_ms": BY_NAME["itl_max"].key("max"),  # live rows, PREFIX_llm_history.csv, live/history.json

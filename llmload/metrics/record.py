@@ -69,6 +69,10 @@ class RequestMeta:
     run_id: str = ""  # the run's id (PREFIX_run.json); the process that writes the CSV fills it in
     step_kind: str = ""  # agent tasks: "task" (first call) or "tool_result" (a call after tool results)
     requested_image_tokens: int | None = None  # what the prompt's images cost a Qwen2-VL-style model
+    call_id: str = ""  # call-graph sessions: the call's id, and the calls it waited for ("a+b")
+    call_after: str = ""
+    trace_id: str = ""  # --trace-context: the W3C trace id its traceparent header carried
+    phase: str = ""  # "warmup": started in the run's warm-up (the process that writes the CSV marks it)
 
 
 @dataclass(slots=True)
@@ -114,7 +118,8 @@ class RequestRecord:
             csv_text(self.finish_reason), m.users, m.worker, m.session_id, m.turn, csv_text(self.error),
             None if m.scheduled_time is None else round(m.scheduled_time, 6), m.requested_input_tokens,
             m.arrival_rate, m.run_id or None, self.coalesced_reads, m.step_kind, m.requested_image_tokens,
-            rounded(self.backoff_ms),
+            rounded(self.backoff_ms), m.call_id or None, m.call_after or None, m.trace_id or None,
+            m.phase or None,
         )
 
 

@@ -59,6 +59,9 @@ def _recv_stamped(sock: socket.socket, size: int, timestamps: bool) -> tuple[byt
     return data, perf_counter() if t is None else t
 
 
+SESSION_HEADER = "x-session-id"  # logged when a request carries it (headers arrive lower-cased)
+
+
 class MockServer:
     """The mock's HTTP server. ``start()`` binds and returns the address; ``stop()`` ends it."""
 
@@ -301,12 +304,14 @@ class MockServer:
             stream.first_mono = stream.first_mono or perf_counter()
             stream.last_mono = perf_counter()
         self._log_request(rid, arrival_mono, arrival_unix, stream, stream.outcome, len(req.prompt_words),
-                          seq.cached_tokens, fault, req.image_tokens, plan.kind)
+                          seq.cached_tokens, fault, req.image_tokens, plan.kind, headers.get(SESSION_HEADER),
+                          headers.get("traceparent"))
         return not stream.gone
 
     def _log_request(self, rid: str, arrival_mono: float, arrival_unix: float, stream: ServedStream | None,
                      outcome: str, prompt_tokens: int, cached: int, fault: Fault | None = None,
-                     image_tokens: int = 0, reply: str = "") -> None:
+                     image_tokens: int = 0, reply: str = "", session: str | None = None,
+                     traceparent: str | None = None) -> None:
         self.requests_by_outcome[outcome] = self.requests_by_outcome.get(outcome, 0) + 1
         if self._log is None:
             return
@@ -324,6 +329,10 @@ class MockServer:
             "image_tokens": image_tokens,
             "reply": reply,
         }
+        if session is not None:  # a router's session-affinity header, as llmload sends it (issue 23)
+            entry["session"] = session
+        if traceparent is not None:  # W3C trace context (--trace-context): an engine that traces joins on it
+            entry["traceparent"] = traceparent
         if self.config.log_tokens:
             # perf_counter (CLOCK_MONOTONIC) when each token's frame was handed to the socket; a
             # streamed request's true gaps are the differences. None when no stream was served.

@@ -37,6 +37,7 @@ from llmload.plugin.option_checks import (
 from llmload.plugin.options import option
 from llmload.shapes.schedules import STOP_ACTIONS, parse_rates, parse_steps
 from llmload.shapes.search import MODES
+from llmload.shapes.warmup import WarmupPlan, parse_warmup
 from llmload.transport import TRANSPORTS, ClientOptions
 from llmload.wire.protocol import ENDPOINTS
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
@@ -68,6 +69,14 @@ class UserSetup:
         return self.endpoint or workload_endpoint or self.class_endpoint
 
 
+class HitRatios(dict):
+    """Workload → the prefix-cache hit ratio it allows; ``intended``: those it means to reach."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.intended: dict[str, float] = {}
+
+
 @dataclass
 class RunConfig:
     client: ClientOptions  # key, headers, query, TLS, deadlines, limits (a workload may add headers)
@@ -77,6 +86,7 @@ class RunConfig:
     environment: Any = None
     server_metrics: ServerMetricsSetup = field(default_factory=ServerMetricsSetup)
     faults: FaultSettings = FaultSettings()
+    warmup: WarmupPlan | None = None  # --warmup-seconds with --warmup-users or --warmup-rate
 
     @property
     def shape(self) -> dict[str, Any]:
@@ -86,9 +96,10 @@ class RunConfig:
                 return spec.shape
         return {}
 
-    def expected_hit_ratios(self) -> dict[str, float]:
-        """Per workload: the hit ratio its scenario makes possible (0 when it shares nothing)."""
-        out: dict[str, float] = {}
+    def expected_hit_ratios(self) -> HitRatios:
+        """Per workload: the hit ratio its scenario makes possible (0 when it shares nothing), and
+        in ``.intended`` the ones a ``prefix_hit_rate`` sets."""
+        out = HitRatios()
         for spec in self.scenarios:
             for w in spec.workloads:
                 ratio = (w.expected_prefix_hit_ratio() if w.trace is None
@@ -97,6 +108,8 @@ class RunConfig:
                     ratio = 0.0
                 if ratio is not None:
                     out[w.name] = ratio
+                if w.intended_hit_rate is not None:
+                    out.intended[w.name] = w.intended_hit_rate
         return out
 
     def setup_for(self, user_class: type) -> UserSetup:
@@ -163,7 +176,7 @@ def _user_setup(environment: Any, user_class: type) -> UserSetup:
     scenario = None
     workload = getattr(user_class, "workload", None)
     if is_scenario_file(source):
-        path = resolve_scenario_path(str(source), class_anchor(user_class), *_locustfiles(environment))
+        path = resolve_scenario_path(str(source), class_anchor(user_class), *locustfiles(environment))
         try:
             scenario = load_scenario_cached(path)
         except ValueError as e:  # ScenarioError
@@ -203,7 +216,7 @@ def _user_setup(environment: Any, user_class: type) -> UserSetup:
     )
 
 
-def _locustfiles(environment: Any) -> list[str]:
+def locustfiles(environment: Any) -> list[str]:
     text = option(environment, "locustfile") or ""
     return [p.strip() for p in str(text).split(",") if p.strip()]
 
@@ -248,7 +261,20 @@ def build_config(environment: Any, require_host: bool = False) -> RunConfig:
     for cls in classes:
         config.setup_for(cls)
     _check_shape(environment, config.shape)
+    config.warmup = _warmup(environment, config)
     return config
+
+
+def _warmup(environment: Any, config: RunConfig) -> WarmupPlan | None:
+    try:
+        plan = parse_warmup(*(option(environment, k) for k in ("warmup_seconds", "warmup_users", "warmup_rate")))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if plan is not None and plan.rate is not None and config.scenarios and \
+            not any(w.arrival.mode == "open" for s in config.scenarios for w in s.workloads):
+        raise ConfigError(f"--warmup-rate {plan.rate:g}: no workload is open-loop (arrival: in the scenario); "
+                          "warm up closed-loop users with --warmup-users N instead")
+    return plan
 
 
 def _check_shape(environment: Any, shape: dict[str, Any]) -> None:

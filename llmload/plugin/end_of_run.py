@@ -97,7 +97,14 @@ def format_summary(rows: list[dict[str, Any]], expected_hit_ratio: dict[str, flo
             parts.append(f"input tokens requested {asked} vs server-reported {r['prompt_tokens_mean']:.1f} (mean)")
         if r.get("cached_tokens"):
             exp = (expected_hit_ratio or {}).get(r["scenario"])
-            if exp == 0.0 and r["cache_hit_ratio"] > SURPRISE_HITS:
+            meant = getattr(expected_hit_ratio, "intended", {}).get(r["scenario"])
+            if meant is not None:
+                off = abs(r["cache_hit_ratio"] - meant)
+                parts.append(f"prefix-cache hit ratio {r['cache_hit_ratio']:.3f} (cached ÷ prompt tokens), {meant:.3f} "
+                             "intended (prefix_hit_rate)" + (f": WARNING {off * 100:.0f} points apart (a cache too "
+                                                              "small or evicting, or a router splitting prefixes)"
+                                                              if off > catalog.INTENDED_HIT_TOLERANCE else ""))
+            elif exp == 0.0 and r["cache_hit_ratio"] > SURPRISE_HITS:
                 parts.append(f"WARNING: the server answered {r['cache_hit_ratio']:.0%} of the prompt tokens from its "
                              "prefix cache, though this workload shares no prefix: an earlier run with the same "
                              "prompts (the same --seed)? Its latencies are the cache's, not the workload's")
@@ -192,13 +199,15 @@ def lost_note(lost: list[tuple[Any, str, int]], prefix: str | None) -> str:
 
 def end_of_run_text(rows: list[dict[str, Any]], hit_ratios: dict[str, float], history: Any, stop_reason: str,
                     interval_s: float, lost: list[tuple[Any, str, int]], prefix: str | None,
-                    output_error: str = "", stall_notes: str = "", refused: str = "", seed: Any = "") -> str:
+                    output_error: str = "", stall_notes: str = "", refused: str = "", seed: Any = "",
+                    warmup: str = "") -> str:
     """What a headless run prints at the end: what went wrong first (errors that dominated, a
-    file that could not be written, lost workers), then the table and the notes."""
+    file that could not be written, lost workers), then the table and the notes (``warmup``: how
+    many warm-up requests the verdicts leave out)."""
     first = error_note(rows, history.error_intervals, interval_s)
     parts = [p for p in (first, f"OUTPUT FAILED: {output_error}" if output_error else "", lost_note(lost, prefix),
                          refused,
-                         format_summary(rows, hit_ratios), backoff_note(rows),
+                         format_summary(rows, hit_ratios), warmup, backoff_note(rows),
                          run_notes(history.limited_intervals, stop_reason, interval_s, history.limited_causes,
                                    stall_notes, errors_first=bool(first)),
                          f"workload seed {seed} (--seed {seed} sends the same prompts again)" if seed else "")

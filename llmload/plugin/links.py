@@ -54,7 +54,7 @@ import gevent
 from locust.rpc import Message
 
 from llmload.net.turns import let_io_run
-from llmload.plugin.messages import COUNTS, FINAL, PROCESSES, REPORT_KEY, ROWS, SENT, STOP, USERS
+from llmload.plugin.messages import COUNTS, FINAL, FINAL_ROWS_ONLY, PROCESSES, REPORT_KEY, ROWS, SENT, STOP, USERS
 
 log = logging.getLogger("llmload")
 
@@ -62,6 +62,7 @@ FINAL_MARGIN_S = 15.0
 MISSING_GRACE_S = 2.0
 GONE_AFTER_SILENT_S = 12.0  # > the 8 s a worker starved of CPU was seen silent for, then answered
 MASTER_CHECK_S = 0.5
+MASTER_OVERSLEPT_S = 1.0  # a 0.05-s sleep that took longer: this process itself was starved
 COUNTS_EVERY_S = 0.5
 WORKER_REPORT_S = 3.0  # Locust's WORKER_REPORT_INTERVAL
 USERS_SAMPLE_S = 0.1
@@ -125,7 +126,12 @@ class WorkerLink:
         data[REPORT_KEY] = self._take_payload()
 
     def _on_stop(self, environment: Any, msg: Any, **_kw: Any) -> None:
-        self._on_stop_request()
+        try:
+            self._on_stop_request()
+        except Exception:
+            # the final data goes out only from test_stop: a stop that failed half-way must still send it
+            log.exception("llmload: stopping this worker failed; sending its final data anyway")
+            self.send_final()
 
     def _on_counts(self, environment: Any, msg: Any, **_kw: Any) -> None:
         me = self.runner.client_id
@@ -175,7 +181,15 @@ class WorkerLink:
                 let_io_run()
 
     def send_final(self) -> None:
-        payload = self._take_payload()
+        """The last payload; always sent, even when part of it cannot be made: without it the master
+        writes this worker off as lost."""
+        try:
+            payload = self._take_payload()
+        except Exception as e:
+            log.exception("llmload: this worker's final stats could not be made; sending its rows alone")
+            payload = FINAL_ROWS_ONLY.payload(rows=self.rows[:], error=f"{type(e).__name__}: {e}", token=self.token,
+                                              final=True)
+            del self.rows[:]
         payload["final"] = True
         try:
             self.runner.send_message(FINAL.name, payload)
@@ -292,8 +306,11 @@ class MasterLink:
             return
         self.expected.add(msg.node_id)
         self.index[msg.node_id] = (msg.data or {}).get("index", "?")
+        self.finals.add(msg.node_id)  # it has said its last word, even if taking it fails below
+        if (msg.data or {}).get("error"):
+            log.error("llmload: worker %s (index %s) sent its rows without its final stats: %s", msg.node_id,
+                      self.index[msg.node_id], msg.data["error"])
         self._ingest(msg.node_id, msg.data or {})
-        self.finals.add(msg.node_id)
 
     def collect_finals(self, stop_timeout: float) -> None:
         """Ask every worker without final data to stop, and wait (bounded) for their finals."""
@@ -302,17 +319,33 @@ class MasterLink:
                 self.runner.send_message(STOP.name, None, client_id=client_id)
             except Exception as e:
                 log.warning("llmload: cannot ask worker %s to stop: %s", client_id, e)
-        start = self.clock()
+        start = last_turn = self.clock()
         deadline = start + stop_timeout + FINAL_MARGIN_S
+        why = f"the stop timeout plus {FINAL_MARGIN_S:.0f} s passed"
         while (waiting := self.expected - self.finals) and (now := self.clock()) < deadline:
+            if now - last_turn > MASTER_OVERSLEPT_S:
+                # This process was not running (the machine was loaded): its workers' messages sit unread
+                # in the socket, so that time is not their silence.
+                self._excuse(now - last_turn)
+                deadline += now - last_turn
+            last_turn = now
             # Locust's "missing" is ~4 s without a heartbeat, which a live worker on a loaded machine
             # shows too: it is gone only when also silent for GONE_AFTER_SILENT_S since its last message.
             if now - start > MISSING_GRACE_S and all(self._gone(c, now) for c in waiting):
+                why = f"silent for {GONE_AFTER_SILENT_S:.0f} s or more"
                 break
             self.sleep(0.05)
+        now = self.clock()
         for client_id in self.expected - self.finals:
-            log.warning("llmload: no final data from worker %s (index %s); rows it had not yet reported are "
-                        "missing", client_id, self.index.get(client_id, "?"))
+            node = self.runner.clients.get(client_id)
+            log.warning("llmload: no final data from worker %s (index %s) after %.1f s (%s; last heard %.1f s ago, "
+                        "Locust calls it %s); rows it had not yet reported are missing", client_id,
+                        self.index.get(client_id, "?"), now - start, why,
+                        now - self.last_heard.get(client_id, start), node.state if node is not None else "gone")
+
+    def _excuse(self, seconds: float) -> None:
+        for client_id in self.last_heard:
+            self.last_heard[client_id] += seconds
 
     def _gone(self, client_id: str, now: float) -> bool:
         node = self.runner.clients.get(client_id)

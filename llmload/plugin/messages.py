@@ -24,8 +24,10 @@ import hmac
 from dataclasses import dataclass
 from typing import Any
 
-PROTOCOL_VERSION = 2
-"""1: llmload before the protocol was declared (one-letter stats keys); 2: named stats fields."""
+PROTOCOL_VERSION = 3
+"""1: llmload before the protocol was declared (one-letter stats keys); 2: named stats fields; 3: the
+master's --header and --query travel as ``master_header``/``master_query``, secret values withheld
+(:mod:`llmload.plugin.shipped_options`): a worker of 2 would send without them."""
 
 WORKER_TO_MASTER = "worker→master"
 MASTER_TO_WORKER = "master→worker"
@@ -60,6 +62,8 @@ SENT = MessageType("llmload_sent", WORKER_TO_MASTER, (),
                    "payload: one request id (a string), announced before its row is written")
 FINAL = MessageType("llmload_final", WORKER_TO_MASTER, (*_STATS_FIELDS, "final"),
                     "everything left at the worker's test stop; final is True")
+FINAL_ROWS_ONLY = MessageType(FINAL.name, WORKER_TO_MASTER, ("rows", "error", "token", "final"),
+                              "the same message when the worker's stats could not be made: its rows and why")
 TRACE_DONE = MessageType("llmload_trace_done", WORKER_TO_MASTER, ("index",),
                          "every trace schedule of worker index has handed out and recorded its share")
 STOP = MessageType("llmload_stop", MASTER_TO_WORKER, (),

@@ -19,6 +19,7 @@ from typing import Any
 from llmload.plugin.backoff import MODES as BACKOFF_MODES
 from llmload.plugin.backoff import BackoffPolicy
 from llmload.plugin.options import api_key_from_env, option
+from llmload.plugin.shipped_options import own_or_master
 from llmload.transport import ClientOptions
 from llmload.transport.connection import parse_headers, parse_query
 from llmload.wire.protocol import ENV_PREFIX
@@ -80,9 +81,13 @@ def fault_settings(environment: Any) -> FaultSettings:
 
 def client_options(environment: Any, timeout: float) -> ClientOptions:
     """The connection settings; ``env:VAR`` header values are read here, in each process."""
+    opts = getattr(environment, "parsed_options", None)
+    shipped = vars(opts) if opts is not None else {}
     try:
-        headers = parse_headers(option(environment, "header", []) or [])
-        query = parse_query(option(environment, "query", []) or [])
+        # a worker: the master's headers and query, each secret value from its own command line
+        header_texts = own_or_master(shipped, "header")
+        headers = parse_headers(header_texts)
+        query = parse_query(own_or_master(shipped, "query"))
     except ValueError as e:
         raise ConfigError(str(e)) from None
     max_bytes_text = option(environment, "max_event_bytes")
@@ -97,8 +102,7 @@ def client_options(environment: Any, timeout: float) -> ClientOptions:
     ca = option(environment, "ca_bundle")
     if ca is not None and not os.path.isfile(ca):
         raise ConfigError(f"--ca-bundle {ca}: no such file")
-    secret_texts = [t for t in option(environment, "header", []) or [] if t.partition(":")[2].strip().startswith(
-        ENV_PREFIX)]
+    secret_texts = [t for t in header_texts if t.partition(":")[2].strip().startswith(ENV_PREFIX)]
     api_key = api_key_from_env()
     if api_key and ("\r" in api_key or "\n" in api_key):
         raise ConfigError("LLMLOAD_API_KEY / OPENAI_API_KEY holds a line break (a newline at the end of a secret "

@@ -6,7 +6,8 @@ cannot drift apart. Values are checked once, at init (:mod:`llmload.plugin.confi
 so every bad value gets llmload's one-line message and exit code 1.
 
 API keys come from ``OPENAI_API_KEY``/``LLMLOAD_API_KEY`` only: Locust shows custom options in
-its page source and ships them to workers in clear.
+its page source and ships them to workers in clear (llmload keeps literal secret ``--header`` and
+``--query`` values out of what is shipped: :mod:`llmload.plugin.shipped_options`).
 
 Usage::
 
@@ -43,13 +44,20 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--request-deadline", dict(default="", help="seconds a whole request may take, from sending to its end, before "
                                                  "it times out (default: no limit)")),
     ("--header", dict(action="append", default=[], help="extra request header 'Name: value' (repeatable); a value "
-                                                        "env:VAR is read from that environment variable, a secret")),
+                                                        "env:VAR is read from that environment variable, a secret; a "
+                                                        "literal value of a secret-named header is never sent to "
+                                                        "workers: give each worker the same --header")),
     ("--query", dict(action="append", default=[], help="query parameter NAME=VALUE on every request, e.g. "
-                                                       "api-version=2024-10-21 (repeatable)")),
+                                                       "api-version=2024-10-21 (repeatable); a secret-named one's "
+                                                       "value is never sent to workers, as for --header")),
     ("--api-key-header", dict(default="", help="send the API key in this header instead of 'Authorization: Bearer', "
                                                "e.g. api-key (Azure)")),
-    ("--ca-bundle", dict(default="", help="CA certificates (PEM) to verify an https server with")),
+    ("--ca-bundle", dict(default="", help="CA certificates (PEM) to verify an https server with (a worker uses its "
+                                          "own, never the master's)")),
     ("--insecure", dict(action="store_true", default=False, help="do not verify the https server's certificate")),
+    ("--trace-context", dict(action="store_true", default=False,
+                             help="send a W3C traceparent header (a new trace id per request, sampled) on every "
+                                  "request and write its trace id into the row (trace_id), to join server traces")),
     ("--allow-key-to-any-host", dict(action="store_true", default=False,
                                      help="send the API key and secret headers to a host changed after launch (by "
                                           "the web UI); by default they go only to the launch's --host")),
@@ -65,11 +73,12 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                                    "(else TTFT and TPOT p95) are within PCT %% of their values and the sample floor "
                                    "is met; --step-seconds stays the cap (0: off)")),
     ("--step-warmup-s", dict(type=float, default=0.0, help="step shape with --step-precision: seconds after each "
-                                                           "change not judged (default 5, as llmload report)")),
+                                                           "change not judged (default: --search-warmup-s, 5)")),
     ("--step-sample-floor", dict(type=int, default=0, help="step shape with --step-precision: ok requests a step "
                                                            "needs before it may end early (default 30)")),
-    ("--slo-stop-after", dict(type=float, default=0.0, help="shapes: act when an SLO stays broken this many seconds "
-                                                            "on the live window (0: off)")),
+    ("--slo-stop-after", dict(type=float, default=0.0, help="step shape: act when a step's verdict (as "
+                                                            "llmload report judges it) stays broken this many "
+                                                            "seconds (0: off)")),
     ("--slo-stop-action", dict(default="", help="stop: end the run (default); hold: go back to the last good step "
                                                 "and hold it")),
     ("--ramp-users", dict(type=int, default=0, help="ramp shape: users at the top of the ramp")),
@@ -83,8 +92,14 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--search-max", dict(type=float, default=0.0, help="search shape: highest load (users or requests/s)")),
     ("--search-precision", dict(type=float, default=0.0, help="search shape: stop when the bracket is this narrow "
                                                               "(users or requests/s)")),
-    ("--search-warmup-s", dict(type=float, default=0.0, help="search shape: seconds after each change not judged "
-                                                             "(default 5, as llmload report)")),
+    ("--search-warmup-s", dict(type=float, default=0.0, help="search shape and SLO stop: seconds after each change "
+                                                             "not judged (default 5, as llmload report)")),
+    ("--warmup-seconds", dict(default="", help="a warm-up of this many seconds before the shape (or the plain "
+                                               "-u/-t run) starts its clock; its requests get phase=warmup and "
+                                               "are left out of the report, the SLO stop and the search")),
+    ("--warmup-users", dict(default="", help="warm-up: users (closed loop) during --warmup-seconds")),
+    ("--warmup-rate", dict(default="", help="warm-up: arrivals per second of open-loop workloads during "
+                                            "--warmup-seconds (senders: --warmup-users, else the shape's or -u)")),
     ("--seed", dict(default="", help="workload seed (default: a fresh one per run, printed in the summary and "
                                      "PREFIX_run.json); the same seed sends the same prompts again")),
     ("--server-metrics", dict(action="append", default=[], metavar="URL",
@@ -113,7 +128,7 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                                               "LLMLOAD_CLUSTER_TOKEN; never sent to workers by the master)")),
     ("--calibration", dict(default="", help="the JSON `llmload calibrate` wrote (default: ~/.cache/llmload/"
                                             "calibration.json when it is this host's); the client-limited verdict "
-                                            "uses it")),
+                                            "uses it; a worker uses its own, never the master's")),
 )
 
 

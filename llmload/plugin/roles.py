@@ -46,6 +46,7 @@ from llmload.plugin.links import WORKER_REPORT_S, MasterLink, WorkerLink
 from llmload.plugin.membership import admits, cluster_token, refused_note, stop_without_master
 from llmload.plugin.messages import MASTER_TO_WORKER, WORKER_TO_MASTER, MessageType
 from llmload.plugin.run_parts import RunParts
+from llmload.plugin.shipped_options import send_without_secrets
 
 log = logging.getLogger("llmload")
 
@@ -181,7 +182,8 @@ class Role:
                 hit_ratios = {}
             print("\n" + end_of_run_text(table, hit_ratios, parts.history, parts.stop_reason, interval_s, lost,
                                          files.prefix, files.error, parts.clients.stall_notes(),
-                                         refused_note(self.refused_workers()), parts.option("seed")) + "\n",
+                                         refused_note(self.refused_workers()), parts.option("seed"),
+                                         parts.warmup_rows.summary()) + "\n",
                   flush=True)
             if files.requests is not None:
                 print(f"llmload: {files.requests.rows_written} request rows in {files.requests.path}", flush=True)
@@ -246,9 +248,10 @@ class MasterRole(Role):
     def __init__(self, parts: RunParts) -> None:
         super().__init__(parts)
         token = cluster_token(parts)
-        self.link = MasterLink(self.runner, self._ingest, self._run_info,
-                               admits=lambda client_id, payload: self._admits(client_id, payload, token))
+        self.link = link = MasterLink(self.runner, self._ingest, self._run_info,
+                                      admits=lambda client_id, payload: admits(client_id, payload, token, link.refused))
         self._refused: set[str] = set()
+        send_without_secrets(self.runner)  # Locust ships the master's options to every worker: withhold secrets
 
     def send(self, message: MessageType, data: Any) -> None:
         if message.direction == MASTER_TO_WORKER:
@@ -269,9 +272,6 @@ class MasterRole(Role):
     def _run_info(self) -> dict[str, Any]:  # the master tells each worker how many share the load, its --csv
         return messages.PROCESSES.payload(n=self.processes, csv=self.parts.option("csv_prefix") or "",
                                           run_id=self.parts.run.run_id, version=messages.PROTOCOL_VERSION)
-
-    def _admits(self, client_id: str, payload: Any, token: str) -> bool:
-        return admits(client_id, payload, token, self.link.refused)
 
     def refused_workers(self) -> list[str]:
         return sorted(self.link.refused)

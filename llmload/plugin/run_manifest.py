@@ -126,7 +126,8 @@ def _iso(t: float) -> str:
 def build_manifest(run_id: str, start: float, *, argv: Sequence[str], host: str | None, model: str | None,
                    models: Any, scenario_files: Iterable[str], seed: int | None, scenario_seeds: dict[str, int],
                    workers: int, stop_timeout: float | None, shape: dict[str, Any] | None,
-                   locust_version: str, llmload_version: str) -> dict[str, Any]:
+                   locust_version: str, llmload_version: str,
+                   intended_hit_rates: dict[str, float] | None = None) -> dict[str, Any]:
     """The manifest of a run that starts now (``end_time`` is filled by :func:`finish_manifest`)."""
     return {
         "run_id": run_id,
@@ -143,6 +144,7 @@ def build_manifest(run_id: str, start: float, *, argv: Sequence[str], host: str 
         "scenarios": scenario_entries(scenario_files),
         "seed": seed,
         "scenario_seeds": scenario_seeds,
+        "intended_prefix_hit_rate": intended_hit_rates or {},  # prefix_hit_rate per workload: the report checks it
         "workers": workers,
         "stop_timeout": stop_timeout,
         "shape": shape,
@@ -207,9 +209,12 @@ def start_manifest(environment: Any, config: Any, run_id: str, prefix: str, work
     import locust
 
     from llmload import __version__
+    from llmload.shapes.warmup_shape import WarmupShape
 
     opts = environment.parsed_options
     shape = environment.shape_class
+    if isinstance(shape, WarmupShape):  # the warm-up is its own key; "shape" is what runs after it
+        shape = shape.inner
     shape_info = None if shape is None else {"class": type(shape).__name__, **_describe(shape)}
     host = environment.host or next((c.host for c in environment.user_classes if getattr(c, "host", None)), None)
     data = build_manifest(
@@ -217,7 +222,12 @@ def start_manifest(environment: Any, config: Any, run_id: str, prefix: str, work
         models=None, scenario_files=[s.path for s in config.scenarios], seed=int(getattr(opts, "seed", 0) or 0),
         scenario_seeds={s.path: s.seed for s in config.scenarios}, workers=workers,
         stop_timeout=environment.stop_timeout, shape=shape_info, locust_version=locust.__version__,
-        llmload_version=__version__)
+        llmload_version=__version__,
+        intended_hit_rates={w.name: w.intended_hit_rate for s in config.scenarios for w in s.workloads
+                            if w.intended_hit_rate is not None})
+    warmup = getattr(config, "warmup", None)
+    if warmup is not None:
+        data["warmup"] = warmup.describe()
     path = prefix + MANIFEST_SUFFIX
     write_manifest(path, data)
     return RunManifest(path, data, host, config.client, shape)

@@ -31,7 +31,9 @@ from locust.exception import StopUser
 from llmload.net.limits import check_fd_budget, raise_fd_limit
 from llmload.plugin.config import ConfigError, RunConfig, UserSetup, build_config
 from llmload.plugin.options import form_dests
+from llmload.plugin.shipped_options import own_host
 from llmload.plugin.web_form import FormGuard
+from llmload.plugin.worker_guard import WorkerGuard, launch_options, worker_roots
 from llmload.transport.connection import ClientOptions
 from llmload.transport.credentials import CredentialBinding
 from llmload.transport.models import preflight
@@ -95,6 +97,8 @@ class ConfigGate:
         # What the launch said: the web UI's start may change only its form's fields (web_form), and
         # the key stays with the launch's host, or the first host of a web-UI session (credentials).
         self._form = FormGuard(dict(vars(opts)), form_dests()) if opts is not None else None
+        # A worker opens only the files its own command line names, whatever its master sends.
+        self._worker = None if leads else WorkerGuard(launch_options(environment), worker_roots(environment))
         self.binding = CredentialBinding(allow_any_host=bool(getattr(opts, "allow_key_to_any_host", False)))
         self.binding.bind(server_address(environment))
         self._config: RunConfig | None = None
@@ -147,6 +151,14 @@ class ConfigGate:
         if self.leads and self._form is not None and opts is not None:
             for warning in self._form.restore(vars(opts)):
                 log.warning("llmload: %s", warning)
+        try:
+            if self._worker is not None and opts is not None:
+                for warning in self._worker.restore(vars(opts), worker_roots(self.env)):
+                    log.warning("llmload: %s", warning)
+                self.env.host = own_host(self.env.host, getattr(opts, "host", None))  # the master masks its secrets
+        except ValueError as e:
+            self.fail(str(e))
+            return
         self.binding.bind(server_address(self.env))
         try:
             self.draw_seed()  # each test of a web-UI session gets its own, unless --seed was given

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import os
 import random
 import re
 import sys
@@ -34,6 +35,7 @@ from llmload.net.turns import yield_if_turn_is_long
 from llmload.plugin.agent_loop import run_agent_task
 from llmload.plugin.backoff import Backoff
 from llmload.plugin.config import UserSetup
+from llmload.plugin.graph_loop import ConnectionPool, run_graph_session
 from llmload.plugin.trace_replay import replay_one
 from llmload.plugin.wiring import get_plugin
 from llmload.transport import Transport, make_transport
@@ -41,6 +43,7 @@ from llmload.wire.protocol import ENDPOINTS
 from llmload.workload.agent import AgentWorkload
 from llmload.workload.arrival import ArrivalGate
 from llmload.workload.file.scenario import ScenarioSpec, WorkloadSpec, load_scenario_cached, resolve_scenario_path
+from llmload.workload.graph_session import GraphSession
 from llmload.workload.images import ImageSet
 from llmload.workload.request import LLMRequest, Workload
 from llmload.workload.scenario_workload import ScenarioWorkload, stable_seed
@@ -99,8 +102,10 @@ class LLMUser(User):
         self._gate: ArrivalGate | None = None
         self._arrival_rate = 0.0
         self.endpoint_name = "chat"
-        self._loop: Any = None  # trace replay or agent tasks: the task body instead of one request
+        self._loop: Any = None  # trace replay, agent tasks or call graphs: the task body instead of one request
+        self.connections: ConnectionPool | None = None  # call graphs: more connections for calls that overlap
         self._backoff: Backoff | None = None
+        self._trace_context = False
 
     # -- lifecycle -------------------------------------------------------------------------------
     def on_start(self) -> None:
@@ -115,6 +120,7 @@ class LLMUser(User):
                                          secrets=client.secrets + spec.header_secrets)
         client = plugin.client_for(self.host, client)  # the key only to the host it is bound to
         self._backoff = Backoff(plugin.config.faults.backoff, random.Random(self.seed() ^ 0x0BAC0FF))
+        self._trace_context = bool(plugin.option("trace_context"))
         self.transport = make_transport(setup.transport, self.host, ENDPOINTS[endpoint], client)
         model = plugin.option("model") or (spec.model if spec and spec.model else None) or self.model \
             or plugin.resolve_model(self.host, client)
@@ -129,6 +135,10 @@ class LLMUser(User):
                 self._loop = lambda: replay_one(self, schedule, self.source, trace.rate)
             elif spec.agent is not None:
                 self._loop = lambda: run_agent_task(self, self.source)
+            elif spec.graph is not None:
+                self.connections = ConnectionPool(self.transport, lambda: make_transport(
+                    setup.transport, self.host, ENDPOINTS[endpoint], client))
+                self._loop = lambda: run_graph_session(self, self.source, self.connections)
             shared = plugin.shared
             if spec.max_concurrent:
                 self._cap = shared.semaphore(("concurrent", spec.name), spec.max_concurrent)
@@ -146,6 +156,8 @@ class LLMUser(User):
             pass  # recorded as connect_error by the first request
 
     def on_stop(self) -> None:
+        if self.connections is not None:
+            self.connections.close_extra()
         if self.transport is not None:
             self.transport.close()
 
@@ -188,6 +200,10 @@ class LLMUser(User):
         if spec.trace is not None:
             return TraceWorkload(spec, scenario.seed, self.seed(), model, text, images=images, ignore_eos=ignore_eos,
                                  chat=endpoint == "chat")
+        if spec.graph is not None:  # the shared context from one text in every process: a prefix across workers
+            return GraphSession(spec, self.seed(), model, text, output_tokens=setup.output_override,
+                                ignore_eos=ignore_eos,
+                                shared_text=shared.text_source(scenario.seed, scenario.tokenizer))
         if spec.agent is not None:
             return AgentWorkload(spec, self.seed(), model, text, images=images, input_tokens=setup.input_override,
                                  output_tokens=setup.output_override, ignore_eos=ignore_eos)
@@ -220,18 +236,22 @@ class LLMUser(User):
         self.source.on_reply(request, rec.text, rec.ok)
 
     def send_capped(self, request: LLMRequest, scheduled_time: float | None = None,
-                    arrival_rate: float | None = None, body: bytes | None = None) -> RequestRecord:
+                    arrival_rate: float | None = None, body: bytes | None = None,
+                    transport: Transport | None = None) -> RequestRecord:
         """:meth:`send` within the workload's concurrency cap, if it has one."""
         if self._cap is not None:
             with self._cap:
-                return self.send(request, scheduled_time, arrival_rate, body)
-        return self.send(request, scheduled_time, arrival_rate, body)
+                return self.send(request, scheduled_time, arrival_rate, body, transport)
+        return self.send(request, scheduled_time, arrival_rate, body, transport)
 
     def send(self, request: LLMRequest, scheduled_time: float | None = None,
-             arrival_rate: float | None = None, body: bytes | None = None) -> RequestRecord:
+             arrival_rate: float | None = None, body: bytes | None = None,
+             transport: Transport | None = None) -> RequestRecord:
         """Stream one request and record it (also when the test cuts it off). ``body``: the
-        request already encoded (a trace entry is encoded before its due time)."""
-        assert self.transport is not None
+        request already encoded (a trace entry is encoded before its due time). ``transport``: a
+        connection of the user's own for a call that runs beside another (a call graph's fan-out)."""
+        transport = transport or self.transport
+        assert transport is not None
         if scheduled_time is None:  # a send due at a time (trace, open-loop arrivals) goes out then
             yield_if_turn_is_long()
         runner = self.environment.runner
@@ -249,13 +269,20 @@ class LLMUser(User):
             arrival_rate=arrival_rate,
             step_kind=request.step_kind,
             requested_image_tokens=request.image_tokens,
+            call_id=request.call_id,
+            call_after=request.call_after,
         )
+        headers = request.headers
+        if self._trace_context:  # a new trace per request: 16 + 8 random bytes, far below a token's cost
+            meta.trace_id = os.urandom(16).hex()
+            headers = {**(headers or {}), "traceparent": f"00-{meta.trace_id}-{os.urandom(8).hex()}-01"}
         if body is None:
             body = request.encode(self.endpoint_name)
         in_flight = self.plugin.in_flight
         in_flight[request.scenario] = in_flight.get(request.scenario, 0) + 1
         try:
-            rec = self.transport.stream(body, meta, want_text=request.want_text, on_cancel=self.plugin.record)
+            rec = transport.stream(body, meta, want_text=request.want_text, headers=headers,
+                                   on_cancel=self.plugin.record)
         finally:
             in_flight[request.scenario] -= 1
         try:

@@ -1,5 +1,5 @@
 """The narrow views of a run that code outside the plugin's core reads: the web UI's
-:class:`~llmload.plugin.webui.LiveView` and the load shapes'
+:class:`~llmload.plugin.llm_tab.LiveView` and the load shapes'
 :class:`~llmload.shapes.control.ShapeControl`. Each method answers one question from the run's
 parts; neither reader sees the plugin.
 
@@ -69,13 +69,19 @@ class RunViews:
         return list(self._parts.config.slos)
 
     def live_window(self, now: float) -> dict[str, ScenarioStats]:
-        return self._parts.live.merged(now, self.live_lag_s())[0]
+        return self._parts.live.merged(now, self.live_lag_s(), warmup=False)[0]  # the warm-up is never judged
 
     def live_lag_s(self) -> float:
         return self._role.live_lag_s()
 
-    def set_arrival_rate(self, rate: float) -> None:
+    def set_arrival_rate(self, rate: float | None) -> None:
         self._parts.set_arrival_rate(rate)
+
+    def warmup_began(self, seconds: float) -> None:
+        self._parts.warmup_rows.begin(seconds)
+
+    def warmup_ended(self, at: float) -> None:
+        self._parts.warmup_rows.end(at)
 
     def stopped_because(self, text: str) -> None:
         self._parts.stop_reason = text

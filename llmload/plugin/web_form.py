@@ -28,7 +28,7 @@ FILE_OPTIONS = frozenset({"csv_prefix", "calibration", "ca_bundle", "html_file",
                           "locustfile", "config", "stats_history_file", "csv_full_history"})
 
 
-def _is_scenario_path(value: Any) -> bool:
+def is_scenario_path(value: Any) -> bool:
     """A scenario given as a file path (not one of the built-in names) opens a file."""
     text = str(value or "")
     return "/" in text or "\\" in text or text.endswith((".yaml", ".yml"))
@@ -50,7 +50,7 @@ class FormGuard:
             before = self.launch[key]
             if value == before:
                 continue
-            allowed = key in self.form_keys and not (key == "scenario" and _is_scenario_path(value))
+            allowed = key in self.form_keys and not (key == "scenario" and is_scenario_path(value))
             if allowed:
                 continue
             current[key] = before

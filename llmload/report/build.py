@@ -13,12 +13,14 @@ import pandas as pd
 
 from llmload import files
 from llmload.metrics.slo import ERROR_RATE, SLO, slos_for, with_error_budget
+from llmload.metrics.step_verdict import step_slos as step_slos_of
 from llmload.report.capacity import cost_at, find_capacity, plan_for
 from llmload.report.load import load_requests
 from llmload.report.model import DEFAULT_WARMUP_S, Report, ReportOptions, Section
-from llmload.report.run_identity import read_manifest, search_warmup
+from llmload.report.prefix_truth import check_intended_hits
+from llmload.report.run_identity import read_manifest, search_warmup, search_windows
 from llmload.report.server import attach_server_metrics
-from llmload.report.steps import Step, mark_step_endings, measure_steps, step_verdict
+from llmload.report.steps import mark_step_endings, measure_steps
 
 
 def prefix_cache_stats(df: pd.DataFrame) -> dict[str, Any] | None:
@@ -48,51 +50,20 @@ def prefix_cache_stats(df: pd.DataFrame) -> dict[str, Any] | None:
     }
 
 
-def fold_scenario_verdicts(steps: list[Step], scenarios: dict[str, Section]) -> bool:
-    """Judge each whole-run step by the scenario-scoped SLOs too: a load at which the rag users wait
-    twice their SLO is not a load the deployment holds, whatever the whole run's TTFT says. Each
-    scenario's step at the same level adds its scoped verdicts (``rag:ttft_p95_ms``); a scenario step
-    with too few requests leaves the whole-run step without a verdict. True when anything was folded."""
-    folded = False
-    for name, sec in scenarios.items():
-        scoped = [s for s in sec.slos if s.scenario == name and not s.per_task]
-        if not scoped:
-            continue
-        folded = True
-        for step in steps:
-            d = step.data
-            same = [t.data for t in sec.steps if t.data["level"] == d["level"]
-                    and t.data["start_time"] < d["start_time"] + d["duration_s"]
-                    and d["start_time"] < t.data["start_time"] + t.data["duration_s"]]
-            if not same:
-                d["thin"] = True
-                d["note"] = f"{name}: no requests at this level: no verdict, never capacity"
-                continue
-            t = same[0]
-            if t["thin"]:
-                d["thin"] = True
-                d["note"] = f"{name}: only {t['ok']} ok requests: no verdict for its SLOs, never capacity"
-            for slo in scoped:
-                d["slo"][f"{name}:{slo.metric}"] = t["slo"][slo.metric]
-    if folded:
-        for step in steps:
-            d = step.data
-            d["slo_met"] = all(v["met"] for v in d["slo"].values()) if d["slo"] else None
-            d["verdict"] = step_verdict(d, bool(d["slo"]))
-    return folded
-
-
 def _section(name: str, df: pd.DataFrame, slos: list[SLO], opts: ReportOptions, warmup_s: float,
-             notes: list[str], warnings: list[str], scenarios: dict[str, Section] | None = None) -> Section:
-    step_slos = [s for s in slos if not s.per_task]  # task SLOs are judged over tasks (report.tasks)
-    steps, step_notes, step_warnings = measure_steps(df, warmup_s, step_slos, opts.sample_floor)
+             notes: list[str], warnings: list[str], judged: list[SLO], scenarios: list[str], scope: str | None,
+             windows: list[tuple[float, float, float]]) -> Section:
+    """``slos``: the section's own (shown); ``judged``: those its steps are judged by (the whole run of
+    several scenarios: the unscoped ones and every scenario's scoped ones, :mod:`llmload.metrics.step_verdict`)."""
+    step_slos = step_slos_of(judged, scenarios)  # task SLOs are judged over tasks (report.tasks)
+    steps, step_notes, step_warnings = measure_steps(df, warmup_s, step_slos, opts.sample_floor, scenarios, scope,
+                                                     windows)
     where = "" if name == "all" else f"{name}: "
     notes += [where + n for n in step_notes]
     warnings += [where + w for w in step_warnings]
-    folded = fold_scenario_verdicts(steps, scenarios or {})
-    if folded:
+    if any(s.scenario is not None and s.scenario != scope for s in step_slos):
         notes.append("the whole run's capacity holds every SLO, the scenario-scoped ones included")
-    capacity = find_capacity([s.data for s in steps], bool(step_slos) or folded)
+    capacity = find_capacity([s.data for s in steps], bool(step_slos))
     unit = "req/s arrivals" if steps and steps[0].data["arrival_rate"] is not None else "users"
     if capacity.get("non_monotone"):
         levels = ", ".join(f"{lv:g}" for lv in capacity["non_monotone"])
@@ -141,6 +112,9 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
         warmup = search_warmup(manifest)
         warmup = DEFAULT_WARMUP_S if warmup is None else warmup
     notes: list[str] = [f"the first {warmup:g} s after each change of the load are warm-up and are not measured"]
+    if loaded.warmup_rows:
+        notes.append(f"{loaded.warmup_rows} request(s) of the run's warm-up (--warmup-seconds, phase=warmup) are left "
+                     "out of every step, capacity and cost")
     scenario_names = [str(s) for s in df["scenario"].unique()]
     unknown = sorted({s.scenario for s in opts.slos if s.scenario and s.scenario not in scenario_names})
     warnings = list(loaded.warnings) + manifest_warnings
@@ -150,12 +124,21 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
     slos = with_error_budget(opts.slos, opts.error_budget)
     # A run of one scenario is that scenario: its scoped SLOs apply to the whole run too.
     scope = scenario_names[0] if len(scenario_names) == 1 else None
+    windows = search_windows(manifest)
+    if windows and opts.warmup_s is not None and opts.warmup_s != search_warmup(manifest):
+        windows = []  # another warm-up asked for: the stretches' own windows, not the search's
+        notes.append(f"--warmup-s {opts.warmup_s:g} is not the search's warm-up: its steps are measured over "
+                     "their own stretches, not the windows the search judged")
     scenarios = {}
     if len(scenario_names) > 1:
         for name in scenario_names:
             sub = df[(df["scenario"] == name).to_numpy()]
-            scenarios[name] = _section(name, sub, slos_for(slos, name), opts, warmup, notes, warnings)
-    overall = _section("all", df, slos_for(slos, scope), opts, warmup, notes, warnings, scenarios)
+            mine = slos_for(slos, name)
+            scenarios[name] = _section(name, sub, mine, opts, warmup, notes, warnings, mine, scenario_names, name,
+                                       windows)
+    whole = slos_for(slos, scope)
+    judged = whole if scope is not None else slos  # several scenarios: the scoped SLOs hold for the whole run too
+    overall = _section("all", df, whole, opts, warmup, notes, warnings, judged, scenario_names, scope, windows)
     if len(scenario_names) == 1:
         scenarios[scenario_names[0]] = overall
     shape = (manifest or {}).get("shape") or {}
@@ -178,4 +161,5 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
                     notes=notes, df=df, level=loaded.level, warmup_s=warmup, error_budget=budget_text(opts),
                     run_id=loaded.run_id, manifest=manifest)
     attach_server_metrics(report, files.prefix_of(first))  # PREFIX_server_metrics.csv
+    report.warnings.extend(check_intended_hits(manifest, scenarios))  # prefix_hit_rate against cached_tokens
     return report

@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from llmload.metrics.step_verdict import monotone_capacity
+
 HOURS_PER_MONTH = 730.0
 
 
@@ -56,17 +58,17 @@ def find_capacity(steps: list[dict[str, Any]], has_slos: bool) -> dict[str, Any]
     levels = sorted({_level(s) for s in judged})
     passing = {lv: all(s["slo_met"] for s in judged if _level(s) == lv) for lv in levels}
     first_fail = next((lv for lv in levels if not passing[lv]), None)
-    below = [lv for lv in levels if passing[lv] and (first_fail is None or lv < first_fail)]
+    best = monotone_capacity((_level(s), bool(s["slo_met"])) for s in judged)  # the search's rule too
     above = [lv for lv in levels if passing[lv] and first_fail is not None and lv > first_fail]
     failing = next((s for s in judged if _level(s) == first_fail and not s["slo_met"]), None)
-    if not below:
+    if best is None:
         assert failing is not None
         out = {"users": None, "rps": None, "output_tps": None, "next_step_users": failing["users"],
                "next_step_level": first_fail,
                "limited_by": ", ".join(_broken(failing)) + f" (broken already at the lowest step, "
                                                             f"{failing['users']} users)"}
     else:
-        cap = [s for s in judged if _level(s) == below[-1]][-1]
+        cap = [s for s in judged if _level(s) == best][-1]
         out = _point(cap)
         if failing is None:
             out["limited_by"] = "highest step tested (no step above it broke an SLO)"

@@ -25,7 +25,7 @@ from typing import Any
 from llmload import files
 from llmload.metrics import catalog
 from llmload.report.build import build_report
-from llmload.report.format import fmt, fmt_usd
+from llmload.report.format import fmt, fmt_pct, fmt_usd
 from llmload.report.load import ReportError
 from llmload.report.model import Report, ReportOptions
 from llmload.report.server import server_columns
@@ -91,10 +91,12 @@ COLUMNS: list[Column] = [
     Column("prefix_cache_hit_ratio", "prefix-cache hit ratio (cached ÷ prompt tokens)",
            lambda r: (r.report.overall.prefix_cache or {}).get("hit_ratio_tokens"), lambda v: fmt(v, 3)),
     # the server's side (runs with PREFIX_server_metrics.csv; "–" for the others), llmload.report.server
+    # (the KV cache as a percentage, as the report's server table shows it; compare.json keeps the 0..1 share)
     *[Column(key, title, _server(key), lambda v, nd=nd: v if isinstance(v, str) else fmt(v, nd))
-      for key, title, nd in (("server_limited_by", "server-side limited by", 0),
-                             ("server_kv_usage_max", "KV-cache usage max at capacity", 3),
-                             ("server_waiting_mean", "server queue (waiting) mean at capacity", 1),
+      for key, title, nd in (("server_limited_by", "server-side limited by", 0),)],
+    Column("server_kv_usage_max", "KV-cache usage max at capacity (%)", _server("server_kv_usage_max"), fmt_pct),
+    *[Column(key, title, _server(key), lambda v, nd=nd: v if isinstance(v, str) else fmt(v, nd))
+      for key, title, nd in (("server_waiting_mean", "server queue (waiting) mean at capacity", 1),
                              ("server_ttft_p50_ms", "server TTFT p50 at capacity (ms)", 1),
                              ("ttft_gap_mean_ms", "TTFT gap client − server at capacity (ms)", 1))],
 ]

@@ -27,7 +27,8 @@ def comparison_blocks(cmp: Comparison) -> list[Block]:
         f"(steps by {cmp.level_label}). Matched load for latencies: {matched}."])]
     out.append(Block("Side by side", 2, header=["", *[r.label for r in cmp.runs]],
                      rows=[[c.title, *[c.fmt(c.value(r)) for r in cmp.runs]] for c in COLUMNS]))
-    out.append(Block("Throughput vs latency", 2, chart="curves"))
+    out.append(Block("Throughput vs latency", 2, chart="curves",
+                     caption=ch.CAPTIONS["curves"].format(label=cmp.level_label)))
     real = [r for r in cmp.noise if r["verdict"] == "real"]
     if cmp.noise:
         out.append(Block(f"Against {cmp.runs[0].label}: real difference or noise", 2, text=[

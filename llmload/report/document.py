@@ -6,7 +6,7 @@ Usage::
 
     bl = [Block("Title", 1, text=["Some `code`."]), Block("Table", 2, header=["a", "b"], rows=[["1", "2"]])]
     render_markdown(bl, charts={}, html_name="report.html")
-    render_html(bl, charts={"x": png_bytes})
+    render_html(bl, charts={"x": "<svg ...>", "y": png_bytes})
     write_files("out/", {"report.md": md, "report.html": html})   # → the paths written
 """
 
@@ -21,6 +21,9 @@ from typing import Any
 
 from llmload import files
 
+Chart = str | bytes
+"""A chart of the HTML: an inline ``<svg>`` (str), or PNG bytes (embedded as a data: URL)."""
+
 
 @dataclass
 class Block:
@@ -30,8 +33,9 @@ class Block:
     header: list[str] = field(default_factory=list)
     rows: list[list[str]] = field(default_factory=list)
     chart: str = ""  # key into the charts dict (HTML only)
+    caption: str = ""  # under the chart: what one point of it is
 
-    def empty(self, charts: dict[str, bytes | None]) -> bool:
+    def empty(self, charts: dict[str, Chart | None]) -> bool:
         """Nothing to show: a chart that was not drawn and no text or table (left out, heading too)."""
         return not self.text and not self.rows and not (self.chart and charts.get(self.chart))
 
@@ -47,7 +51,7 @@ def clean(obj: Any) -> Any:
     return obj
 
 
-def render_markdown(bl: list[Block], charts: dict[str, bytes | None], html_name: str) -> str:
+def render_markdown(bl: list[Block], charts: dict[str, Chart | None], html_name: str) -> str:
     lines: list[str] = []
     said_charts = False
     for b in bl:
@@ -68,13 +72,17 @@ def render_markdown(bl: list[Block], charts: dict[str, bytes | None], html_name:
     return "\n".join(lines)
 
 
-CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}
+# The page takes the window's width (the charts scale with it); a table wider than the window scrolls
+# inside its own box, never the page; running text keeps a readable line length.
+CSS = """body{font-family:system-ui,sans-serif;margin:1.5em 2.5%;color:#222}
+p,ul{max-width:80em}.table{overflow-x:auto;margin:.5em 0 1.5em}
+table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}
 th{background:#f3f3f3}h1{font-size:1.6em}h2{border-bottom:1px solid #ddd;padding-bottom:2px}
-img{max-width:100%}code{background:#f3f3f3;padding:1px 3px}"""
+figure{margin:1em 0 1.5em}svg.chart{display:block;width:100%;height:auto}img{max-width:100%}
+figcaption{font-size:13px;color:#555;max-width:80em;margin-top:.3em}code{background:#f3f3f3;padding:1px 3px}"""
 
 
-def render_html(bl: list[Block], charts: dict[str, bytes | None], title: str = "llmload report") -> str:
+def render_html(bl: list[Block], charts: dict[str, Chart | None], title: str = "llmload report") -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
              f"<style>{CSS}</style></head><body>"]
     for b in bl:
@@ -92,12 +100,19 @@ def render_html(bl: list[Block], charts: dict[str, bytes | None], title: str = "
             head = "".join(f"<th>{html.escape(h)}</th>" for h in b.header)
             body = "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in b.rows)
             head_row = f"<tr>{head}</tr>" if any(b.header) else ""  # key/value tables need no header
-            parts.append(f"<table>{head_row}{body}</table>")
-        png = charts.get(b.chart) if b.chart else None
-        if png:
-            parts.append(f"<img alt='{b.chart}' src='data:image/png;base64,{base64.b64encode(png).decode()}'>")
+            parts.append(f"<div class='table'><table>{head_row}{body}</table></div>")
+        chart = charts.get(b.chart) if b.chart else None
+        if chart:
+            parts.append(_figure(b.chart, chart, b.caption))
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _figure(key: str, chart: Chart, caption: str) -> str:
+    body = chart if isinstance(chart, str) else \
+        f"<img alt='{html.escape(key)}' src='data:image/png;base64,{base64.b64encode(chart).decode()}'>"
+    cap = f"<figcaption>{_inline(caption)}</figcaption>" if caption else ""
+    return f"<figure>{body}{cap}</figure>"
 
 
 def _inline(text: str) -> str:

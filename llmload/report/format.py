@@ -22,3 +22,10 @@ def fmt(v: Any, nd: int = 2) -> str:
     if isinstance(v, float):
         return f"{v:,.{nd}f}"
     return str(v)
+
+
+def fmt_pct(v: float | None) -> str:
+    """A 0..1 share as a whole percentage (0.818 → "82"): the KV cache reads the same in report and compare."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    return f"{v * 100:.0f}"

@@ -28,14 +28,15 @@ NUMERIC = ("start_time", "http_status", *(m.row_column for m in catalog.ROW_METR
            "scheduled_time", "requested_input_tokens", "arrival_rate", "coalesced_reads", "requested_image_tokens",
            "backoff_ms")
 TEXT = ("request_id", "scenario", "status", "token_source", "finish_reason", "session_id", "error", "step_kind",
-        "run_id")
+        "run_id", "call_id", "call_after", "trace_id", "phase")
 # What the report reads of each row, and in which type. Every column is still parsed (see _read_one),
 # but only these are kept, chunk by chunk, so 10 M rows fit in a few GB. float64 for everything
 # whose value the report prints or compares (times, latencies, arrival rates); float32 for whole
 # counts (exact below 2**24); categories for the repeated strings.
 KEEP_FLOAT64 = ("start_time", *(m.row_column for m in catalog.ROW_METRICS), "arrival_rate", "scheduled_time")
 KEEP_FLOAT32 = ("users", "prompt_tokens", "cached_tokens", "completion_tokens", "turn", "requested_image_tokens")
-KEEP_CATEGORY = ("scenario", "status", "run_id", "session_id", "step_kind", "finish_reason")
+KEEP_CATEGORY = ("scenario", "status", "run_id", "session_id", "step_kind", "finish_reason", "phase")
+KEEP_TEXT = ("call_id", "call_after")  # a call graph's ids: kept as text (nearly every value differs)
 CHUNK_ROWS = 1_000_000
 EXTRA = "\0extra"  # a name no header has: a field past the header's last
 UNKNOWN = "\0unknown"
@@ -48,6 +49,7 @@ class Loaded:
     warnings: list[str] = field(default_factory=list)
     level: str = "users"  # what the load steps are: "users", or "arrival_rate" for open-loop runs
     run_id: str | None = None  # the run the rows are of (None: rows written before runs had ids)
+    warmup_rows: int = 0  # rows of the run's --warmup-seconds warm-up (phase=warmup), left out of df
 
 
 def requests_path(prefix: str) -> str:
@@ -194,15 +196,16 @@ def _read_one(path: str, warnings: list[str], keep_ids: bool = False) -> pd.Data
     if absent:
         warnings.append(f"{path}: no column(s) {', '.join(absent)}; what needs them is left out")
     usecols = [c for c in header if c in CSV_COLUMNS]
-    keep = [c for c in (*KEEP_FLOAT64, *KEEP_FLOAT32, *KEEP_CATEGORY, *(("request_id",) if keep_ids else ()))
-            if c in usecols]
+    keep = [c for c in (*KEEP_FLOAT64, *KEEP_FLOAT32, *KEEP_CATEGORY, *KEEP_TEXT,
+                        *(("request_id",) if keep_ids else ())) if c in usecols]
     # Only the kept columns are parsed, in chunks (one chunk's parse held at a time). A line with more
     # fields than the header must be seen and skipped, not read as if it fitted (usecols alone ignores
     # extra fields): one name more than the header (EXTRA) catches a line's first extra field, and the
     # rows where it is set are dropped. The C parser accepts more names than fields only when a line
     # of the first chunk has that many, so a blank line with the extra field goes first (row 0, dropped).
     names = [c if c in CSV_COLUMNS else f"{UNKNOWN}{i}" for i, c in enumerate(header)] + [EXTRA]
-    dtypes = {c: "category" for c in KEEP_CATEGORY if c in keep} | {EXTRA: "object", "request_id": "string"}
+    dtypes = {c: "category" for c in KEEP_CATEGORY if c in keep} | {EXTRA: "object", "request_id": "string"} | {
+        c: "string" for c in KEEP_TEXT}
     header_end = head.index(b"\n") + 1 if b"\n" in head else len(head)
     parts: list[pd.DataFrame] = []
     lost: dict[str, int] = {}
@@ -249,7 +252,7 @@ def _compact(chunk: pd.DataFrame, keep: list[str], lost: dict[str, int]) -> pd.D
         if c in KEEP_CATEGORY:
             out[c] = col if isinstance(col.dtype, pd.CategoricalDtype) else col.astype("category")
             continue
-        if c == "request_id":
+        if c == "request_id" or c in KEEP_TEXT:
             out[c] = col
             continue
         if not pd.api.types.is_numeric_dtype(col):
@@ -293,6 +296,11 @@ def _finish(path: str, df: pd.DataFrame, warnings: list[str], run_id: str | None
     if df.empty:
         raise ReportError(f"{path}: no usable request rows")
     df, run = select_run(df, path, run_id, warnings)
+    warmup = _warmup_mask(df)
+    if warmup.any():  # the warm-up is left out of every verdict: steps, capacity, cost, sessions, traffic
+        df = df[~warmup].reset_index(drop=True)
+        if df.empty:
+            raise ReportError(f"{path}: every row is of the warm-up (phase=warmup): the run measured nothing after it")
     if not df["start_time"].is_monotonic_increasing:  # a sort moves every column: only when needed
         df = df.sort_values("start_time", kind="stable")
     df = df.reset_index(drop=True)
@@ -307,4 +315,10 @@ def _finish(path: str, df: pd.DataFrame, warnings: list[str], run_id: str | None
         level = "arrival_rate"
         df = df[df["arrival_rate"].notna().to_numpy()].reset_index(drop=True)
     df["level"] = df[level].to_numpy(dtype=float)
-    return Loaded(path=path, df=df, warnings=warnings, level=level, run_id=run)
+    return Loaded(path=path, df=df, warnings=warnings, level=level, run_id=run, warmup_rows=int(warmup.sum()))
+
+
+def _warmup_mask(df: pd.DataFrame) -> np.ndarray:
+    if "phase" not in df.columns:
+        return np.zeros(len(df), dtype=bool)
+    return (df["phase"] == files.WARMUP_PHASE).to_numpy(dtype=bool)  # categories: no string per row

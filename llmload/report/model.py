@@ -8,8 +8,9 @@ from typing import Any
 import pandas as pd
 
 from llmload.metrics.slo import DEFAULT_ERROR_BUDGET, SLO
+from llmload.metrics.step_verdict import SAMPLE_FLOOR
 from llmload.report.load import ReportError
-from llmload.report.steps import SAMPLE_FLOOR, Step
+from llmload.report.steps import Step
 
 DEFAULT_WARMUP_S = 5.0
 
@@ -17,7 +18,7 @@ DEFAULT_WARMUP_S = 5.0
 @dataclass
 class ReportOptions:
     slos: list[SLO] = field(default_factory=list)
-    warmup_s: float | None = None  # None: the search shape's warm-up from PREFIX_run.json, else DEFAULT_WARMUP_S
+    warmup_s: float | None = None  # None: the shape's from PREFIX_run.json (search, SLO stop), else DEFAULT_WARMUP_S
     error_budget: float | None = DEFAULT_ERROR_BUDGET  # error_rate ≤ this unless an error_rate SLO is given; None: off
     sample_floor: int = SAMPLE_FLOOR  # ok requests a step needs for a verdict
     run_id: str | None = None  # the run to report on, when the CSV holds several

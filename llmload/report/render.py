@@ -16,8 +16,8 @@ import numpy as np
 
 from llmload import files
 from llmload.metrics import catalog
+from llmload.metrics.confidence import settle_text
 from llmload.report import charts as ch
-from llmload.report.confidence import settle_text
 from llmload.report.document import Block, clean, render_html, render_markdown, write_files
 from llmload.report.format import fmt, fmt_usd
 from llmload.report.model import Report, Section
@@ -128,6 +128,10 @@ def _slo_block(sec: Section, title: str, label: str) -> Block:
     return Block(title, 3, header=[label, "SLO", "value", "95 % interval", "n", "limit", "verdict"], rows=rows)
 
 
+def _caption(key: str, label: str) -> str:
+    return ch.CAPTIONS[key].format(label=label)
+
+
 def _header_blocks(report: Report) -> list[Block]:
     o = report.overall
     n_ok = int(report.df["ok"].sum())
@@ -147,10 +151,10 @@ def blocks(report: Report) -> list[Block]:
     label = report.level_label
     out = _header_blocks(report)
     out += _capacity_blocks(o, "Capacity (whole run)")
-    out.append(Block("Charts", 2, chart="throughput_latency"))
+    out.append(Block("Charts", 2, chart="throughput_latency", caption=_caption("throughput_latency", label)))
     out.append(_steps_block(o, "Steps (whole run)", report))
     out.append(_slo_block(o, "SLO verdicts per step (95 % intervals)", label))
-    out += [Block(chart="percentiles"), Block(chart="tokens"), Block(chart="errors"), Block(chart="ttft_time")]
+    out += [Block(chart=key, caption=_caption(key, label)) for key in ("percentiles", "tokens", "errors", "ttft_time")]
     if len(report.scenarios) > 1:
         for name, sec in report.scenarios.items():
             out += _capacity_blocks(sec, f"Scenario {name}")

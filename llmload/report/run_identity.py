@@ -5,7 +5,8 @@ Usage::
 
     manifest, warnings = read_manifest("runs/chat", run_id="20261130T101500Z-3f9a1c")
     manifest_rows(manifest)        # [["run id", "..."], ["start → end", "..."], ...] for the header
-    search_warmup(manifest)        # the search shape's warm-up, for the report to use the same
+    search_warmup(manifest)        # the shape's warm-up (search, SLO stop), for the report to use the same
+    search_windows(manifest)       # where the search opened and closed each step's judged window
 """
 
 from __future__ import annotations
@@ -46,9 +47,22 @@ def read_manifest(prefix: str, run_id: str | None) -> tuple[dict[str, Any] | Non
 
 
 def search_warmup(manifest: dict[str, Any] | None) -> float | None:
+    """The warm-up the run's shape judged its steps after (the search, the step shape's SLO stop)."""
     shape = (manifest or {}).get("shape") or {}
-    value = shape.get("warmup_s") if "search" in shape else None
-    return float(value) if isinstance(value, int | float) else None
+    value = shape.get("warmup_s")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def search_windows(manifest: dict[str, Any] | None) -> list[tuple[float, float, float]]:
+    """(level, measured_from, judged_until) of every step the search judged, for the report to judge
+    the same rows; [] for a run of another shape or one written before the search recorded them."""
+    shape = (manifest or {}).get("shape") or {}
+    out = []
+    for p in (shape.get("steps") or []) if "search" in shape else []:
+        got = [p.get(k) if isinstance(p, dict) else None for k in ("level", "measured_from", "judged_until")]
+        if all(isinstance(v, int | float) for v in got):
+            out.append((float(got[0]), float(got[1]), float(got[2])))
+    return out
 
 
 def _shape_text(shape: dict[str, Any]) -> str:

@@ -37,7 +37,7 @@ from typing import Any
 import pandas as pd
 
 from llmload import files
-from llmload.report.format import fmt
+from llmload.report.format import fmt, fmt_pct
 from llmload.report.model import Report
 from llmload.server_metrics import aggregate_step, server_verdict, token_rate_warning
 from llmload.server_metrics.known import COMMON, HISTOGRAM, ServerSnapshot
@@ -195,10 +195,6 @@ def _pair(server: Any, client: Any, nd: int = 1) -> str:
     return f"{fmt(server, nd)} ({fmt(client, nd)})"
 
 
-def _pct(v: float | None) -> str:
-    return "–" if v is None else f"{v * 100:.0f}"
-
-
 def server_table(report: Report) -> tuple[str, list[str], list[str], list[list[str]]] | None:
     """The report's server block: heading, text, table header and rows; None without server metrics."""
     steps = [s.data for s in report.overall.steps if "server" in s.data]
@@ -213,7 +209,7 @@ def server_table(report: Report) -> tuple[str, list[str], list[str], list[list[s
         gap = sv["ttft_gap_ms"] or {}
         ttft = sv["ttft_ms"] or {}
         rows.append([
-            f'{d["level"]:g}', f'{_pct(sv["kv_usage"]["mean"])} / {_pct(sv["kv_usage"]["max"])}',
+            f'{d["level"]:g}', f'{fmt_pct(sv["kv_usage"]["mean"])} / {fmt_pct(sv["kv_usage"]["max"])}',
             f'{fmt(sv["running"]["mean"], 1)} / {fmt(sv["running"]["max"], 0)}',
             f'{fmt(sv["waiting"]["mean"], 1)} / {fmt(sv["waiting"]["max"], 0)}', fmt(sv["preemptions"], 0),
             _pair(sv["output_tps"], sv["client_output_tps"]), _pair(sv["prompt_tps"], sv["client_prompt_tps"]),

@@ -15,9 +15,15 @@ is measured over ``[start + warm-up, end)``:
   cohort's completions at once;
 * requests / ok / errors: requests that started in the window (cancelled ones not counted).
 
-A step with fewer than ``sample_floor`` ok requests is *thin*: it gets no verdict, is never
-capacity and is never priced. A step measured for less than 3 × its mean E2E is *short*: its
-throughput is rough, and the notes say how long it should have been.
+The SLO verdict is :func:`llmload.metrics.step_verdict.judge_step`, the one the capacity search
+and the SLO stop call too, on the same window. A run of the search shape says in
+``PREFIX_run.json`` where it opened and closed each step's window (``measured_from``,
+``judged_until``): such a step is measured over exactly that window (a confirmation at the same
+level is a step of its own), so the report judges the rows the search judged.
+
+A step with no verdict (fewer than ``sample_floor`` ok requests, or a scenario with a scoped SLO
+has fewer) is *thin*: it is never capacity and is never priced. A step measured for less than
+3 × its mean E2E is *short*: its throughput is rough, and the notes say how long it should have been.
 """
 
 from __future__ import annotations
@@ -30,12 +36,12 @@ import numpy as np
 import pandas as pd
 
 from llmload.metrics import catalog
+from llmload.metrics.confidence import quantile_ci
 from llmload.metrics.slo import SLO
-from llmload.report.confidence import judge, quantile_ci
+from llmload.metrics.step_verdict import SAMPLE_FLOOR, WindowRows, judge_step
 
 MIN_STEP_S = 1.0
 MIN_STEP_ROWS = 5
-SAMPLE_FLOOR = 30
 SHORT_STEP_E2E = 3.0  # a step's window should last at least this many mean E2Es
 PCTS = catalog.REPORT_PERCENTILES
 LATENCY_FIELDS = tuple(m.row_column for m in catalog.ROW_METRICS)  # a report.json entry per field and step
@@ -77,6 +83,24 @@ def find_steps(df: pd.DataFrame) -> tuple[list[tuple[float, float, float]], list
     return out, notes
 
 
+def judged_spans(spans: list[tuple[float, float, float]], windows: list[tuple[float, float, float]],
+                 warmup_s: float) -> list[tuple[float, float, float, float]]:
+    """(level, start, measured_from, end) per step: a stretch's own ``[start + warm-up, end)``, or,
+    where the run recorded judged windows (level, measured_from, until) inside it, one step per window."""
+    out = []
+    for level, s0, s1 in spans:
+        # A window overlapping the stretch (its first rows may have been a ramp stretch of their own)
+        mine = sorted(w for w in windows if abs(w[0] - level) < 1e-9 and w[1] < s1 and w[2] > s0)
+        if not mine:
+            out.append((level, s0, s0 + warmup_s, s1))
+            continue
+        start = s0
+        for _, m0, until in mine:
+            out.append((level, start, max(m0, s0), min(until, s1)))
+            start = min(until, s1)
+    return out
+
+
 def _pcts(values: np.ndarray) -> dict[str, Any]:
     if not len(values):
         return {f"p{q}": None for q in PCTS} | {"mean": None, "n": 0, "ci95": {f"p{q}": [None, None] for q in PCTS}}
@@ -99,11 +123,16 @@ def _share_inside(start: np.ndarray, end: np.ndarray, w0: float, w1: float) -> n
         return np.where(life > 0, inside / np.where(life > 0, life, 1.0), point)
 
 
-def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO],
-                  sample_floor: int = SAMPLE_FLOOR) -> tuple[list[Step], list[str], list[str]]:
+def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO], sample_floor: int = SAMPLE_FLOOR,
+                  scenarios: list[str] | None = None, scope: str | None = None,
+                  windows: list[tuple[float, float, float]] = ()) -> tuple[list[Step], list[str], list[str]]:
     """Steps with their report entries; notes say what was skipped and why, warnings which steps
-    were too short to trust their throughput."""
+    were too short to trust their throughput. ``scenarios``: the run's (default: the rows'); ``scope``:
+    the one scenario these rows are of (None: several); ``windows``: the search's judged windows."""
     spans, notes = find_steps(df)
+    if scenarios is None:
+        scenarios = [str(s) for s in df["scenario"].astype(str).unique()]
+    scenario_col = df["scenario"].astype(str).to_numpy(dtype=object)
     warnings: list[str] = []
     start = df["start_time"].to_numpy(dtype=float)
     end_t = df["end_time"].to_numpy(dtype=float)
@@ -121,8 +150,7 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO],
     users_col = df["users"].to_numpy(dtype=float)
     longest = float(np.nanmax(end_t - start)) if len(start) else 0.0
     steps: list[Step] = []
-    for level, s0, s1 in spans:
-        m0 = s0 + warmup_s
+    for level, s0, m0, s1 in judged_spans(spans, list(windows), warmup_s):
         name = f"{level:g} req/s arrivals" if open_loop else f"{level:g} users"
         if s1 - m0 <= 0:
             notes.append(f"step of {name} lasted {s1 - s0:.1f} s, not longer than the {warmup_s:g} s "
@@ -164,19 +192,17 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO],
             v = cols[f][ok_started]
             entry[f] = _pcts(v[~np.isnan(v)])
         entry["goodput_rps"] = round(float((share * good[near]).sum()) / dur, 4)
-        entry["thin"] = entry["ok"] < sample_floor
-        verdicts = {}
-        for slo in slos:
-            vals = cols[slo.column][ok_started] if slo.column else np.empty(0)
-            rate = (entry["requests"] if slo.column is None else entry["ok"]) / dur
-            verdicts[slo.metric] = judge(slo, vals[~np.isnan(vals)], entry["errors"], entry["requests"], rate)
-        entry["slo"] = verdicts
-        entry["slo_met"] = all(v["met"] for v in verdicts.values()) if slos else None
-        entry["verdict"] = step_verdict(entry, bool(slos))
+        window = WindowRows(status[started], scenario_col[started],
+                            {c: cols[c][started] for c in {s.column for s in slos if s.column}})
+        verdict = judge_step(window, slos, sample_floor, scenarios, dur, scope)
+        entry["thin"] = verdict.thin
+        entry["slo"] = verdict.slo
+        entry["slo_met"] = not verdict.broken if verdict.slo else None
+        entry["verdict"] = step_verdict(entry, bool(verdict.slo))
         mean_e2e = entry["e2e_ms"]["mean"]
         entry["short"] = bool(mean_e2e is not None and dur < SHORT_STEP_E2E * mean_e2e / 1000.0)
         if entry["thin"]:
-            entry["note"] = f"only {entry['ok']} ok requests (< {sample_floor}): no verdict, never capacity"
+            entry["note"] = f"{verdict.why}: no verdict, never capacity"
         if entry["short"]:
             # Advice in seconds to add, not a length: a step's window also loses what the rows do not
             # cover (the last step ends at its last request's start), so "at least warm-up + 3 × E2E"

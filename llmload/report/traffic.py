@@ -30,6 +30,7 @@ import pandas as pd
 from llmload.metrics.slo import SLO, slos_for
 from llmload.report.format import fmt
 from llmload.report.model import Report
+from llmload.report.sessions import graph_sessions
 
 LATE_MS = 10.0
 
@@ -126,14 +127,12 @@ def schedule_lag(df: pd.DataFrame) -> dict[str, Any] | None:
 def traffic_json(report: Report) -> dict[str, Any]:
     """Per scenario: tasks, input split and schedule lag, where the run has them (keys left out otherwise)."""
     df = report.df
-    out: dict[str, dict[str, Any]] = {"tasks": {}, "input_tokens": {}, "schedule_lag": {}}
-    if not any(c in df.columns and df[c].notna().any() for c in ("step_kind", "requested_image_tokens",
-                                                                  "scheduled_time")):
-        return {}  # none of the three: no copy of the rows per scenario (10 M rows are GBs)
+    out: dict[str, dict[str, Any]] = {"tasks": {}, "sessions": {}, "input_tokens": {}, "schedule_lag": {}}
     names = [str(s) for s in df["scenario"].unique()]
     for name in names:
         sub = df[(df["scenario"] == name).to_numpy()]
         for key, value in (("tasks", task_stats(sub, slos_for(report.options.slos, name))),
+                           ("sessions", graph_sessions(sub)),
                            ("input_tokens", input_split(sub)), ("schedule_lag", schedule_lag(sub))):
             if value is not None:
                 out[key][name] = value
@@ -155,6 +154,18 @@ def traffic_tables(data: dict[str, Any]) -> list[tuple[str, list[str], list[list
         tables.append(("Agent tasks", ["scenario", "tasks", "answered / step limit / failed",
                                        "task time p50/p95/p99 (s)", "calls per task",
                                        "prompt / completion tokens per task", "task SLO"], rows))
+    if data.get("sessions"):
+        rows = []
+        for name, g in data["sessions"].items():
+            m, t = g["makespan_s"], g["ttft_ms"]
+            rows.append([name, str(g["sessions"]), f"{fmt(m['p50'], 2)} / {fmt(m['p95'], 2)}",
+                         f"{g['critical_path_model_share']:.0%} ({fmt(g['critical_path_calls'], 1)} calls)",
+                         fmt(g["calls_per_session"], 1),
+                         "–" if g["cached_share"] is None else f"{g['cached_share']:.0%}",
+                         " / ".join("–" if t[k] is None else fmt(t[k]["p50"], 1) for k in ("cached", "uncached"))])
+        tables.append(("Call-graph sessions", ["scenario", "sessions", "makespan p50/p95 (s)",
+                                               "critical path: model share (calls)", "calls per session",
+                                               "prompt tokens cached", "TTFT p50 cached / uncached (ms)"], rows))
     if data.get("input_tokens"):
         rows = [[name, f"{d['prompt_tokens']:,}", f"{d['text_tokens']:,}", f"{d['image_tokens']:,}",
                  f"{d['image_share']:.1%}" if d["image_share"] is not None else "–",

@@ -15,7 +15,9 @@ A metrics endpoint must never slow or break the load, so:
   scraping greenlet in slices of about 0.5 ms, each followed by a loop turn, so the users' streams
   are read between slices (a pool thread would not help: it holds the GIL for 5-ms switch
   intervals, which showed as a 3.5-ms loop stall at every scrape);
-* the first failure of an endpoint is one warning; later ones are only ``up`` 0 rows in the CSV.
+* the first failure of an endpoint is one warning; later ones are only ``up`` 0 rows in the CSV;
+* a CSV that cannot be written (a full disk) is one error line: the rows before it stay, no more
+  are written, the live view keeps its samples and the rest of the run goes on.
 
 Without ``--server-metrics`` the target host is probed once per test, at the paths the known
 engines use (``/metrics``, then TensorRT-LLM's ``/prometheus/metrics``); the first that answers
@@ -148,6 +150,8 @@ class ServerMetricsScraper:
         self._warned: set[str] = set()
         self._file: IO[str] | None = None
         self._csv: Any = None
+        self.write_error = ""
+        """Why the CSV is no longer written ('' while it is)."""
         self._greenlet: gevent.Greenlet | None = None
         self._stopped = False
         self._stop = gevent.event.Event()
@@ -167,9 +171,7 @@ class ServerMetricsScraper:
             # that still does not end is killed
             self._greenlet.join(timeout=self.timeout_s + 2.0)
             self._greenlet.kill(block=True, timeout=1.0)
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        self._close()
         if self.scrapes:
             where = f", {self.rows_written} rows in {self.csv_path}" if self.rows_written else ""
             log.info("llmload: server metrics: %d scrape(s) of %s, %d failed%s", self.scrapes,
@@ -257,18 +259,34 @@ class ServerMetricsScraper:
         return False
 
     def _write(self, rows: list[tuple[Any, ...]]) -> None:
-        if not self.csv_path or not rows:
+        if not self.csv_path or not rows or self.write_error:
             return
-        if self._file is None:
-            os.makedirs(os.path.dirname(os.path.abspath(self.csv_path)), exist_ok=True)
-            new = not os.path.exists(self.csv_path) or os.path.getsize(self.csv_path) == 0
-            self._file = open(self.csv_path, "a", newline="", encoding="utf-8")  # noqa: SIM115
-            self._csv = csv.writer(self._file)
-            if new:
-                self._csv.writerow(CSV_HEADER)
-        self._csv.writerows(rows)
-        self._file.flush()
+        try:
+            if self._file is None:
+                os.makedirs(os.path.dirname(os.path.abspath(self.csv_path)), exist_ok=True)
+                new = not os.path.exists(self.csv_path) or os.path.getsize(self.csv_path) == 0
+                self._file = open(self.csv_path, "a", newline="", encoding="utf-8")  # noqa: SIM115
+                self._csv = csv.writer(self._file)
+                if new:
+                    self._csv.writerow(CSV_HEADER)
+            self._csv.writerows(rows)
+            self._file.flush()
+        except OSError as e:
+            self.write_error = f"{e.strerror or e} (errno {e.errno})"
+            log.error("llmload: %s: cannot write: %s; the %d server-metrics rows written before stay readable, no "
+                      "more are written (the live view still gets them); the run goes on", self.csv_path,
+                      self.write_error, self.rows_written)
+            self._close()
+            return
         self.rows_written += len(rows)
+
+    def _close(self) -> None:
+        file, self._file = self._file, None
+        if file is not None:
+            try:
+                file.close()
+            except OSError:  # the write that failed is still buffered: it was said already
+                pass
 
 
 def start_scraper(setup: Any, host: str | None, csv_prefix: str | None) -> ServerMetricsScraper | None:

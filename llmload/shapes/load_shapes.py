@@ -19,10 +19,11 @@ in the web UI's start form too), else from a ``shape:`` mapping in the scenario 
 the class.
 Locust's ``--class-picker`` lets the web UI choose among the shapes of a locustfile.
 
-**SLO stop** (``--slo-stop-after S``): when an SLO (``--slo`` or the scenario's ``slo:``) stays
-broken on the live window for S seconds, ``--slo-stop-action stop`` ends the run and ``hold``
-goes back to the last step that met every SLO and holds it to the end of the schedule. So
-"find my capacity" is one command.
+**SLO stop** (``--slo-stop-after S``): when a step's verdict (:mod:`llmload.shapes.slo_stop`: the
+report's judge on the report's window, every SLO including the scenario-scoped ones, after the
+warm-up ``--search-warmup-s``) stays broken for S seconds, ``--slo-stop-action stop`` ends the
+run and ``hold`` goes back to the last step that met every SLO and holds it to the end of the
+schedule. So "find my capacity" is one command.
 
 **Precision stop** (``--step-precision PCT``, the step shape): a step ends early once the 95 %
 intervals of its SLO percentiles are within PCT % of their values and its sample floor is met;
@@ -40,14 +41,17 @@ from typing import Any
 
 from locust import LoadTestShape
 
-from llmload.metrics.slo import DEFAULT_ERROR_BUDGET, broken_slos, with_error_budget
-from llmload.metrics.stats import ScenarioStats
+from llmload.metrics.record import CSV_COLUMNS
+from llmload.metrics.slo import DEFAULT_ERROR_BUDGET, with_error_budget
+from llmload.metrics.step_verdict import BROKEN, MET, NO_VERDICT
 from llmload.shapes.control import control_of
 from llmload.shapes.precision import PrecisionSteps
 from llmload.shapes.schedules import parse_rates, parse_steps, ramp_schedule, step_schedule
-from llmload.shapes.search import MODES, Bisection, StepSample
+from llmload.shapes.search import MODES, Bisection, Probe, StepSample
+from llmload.shapes.slo_stop import SLOStop
 
 DEFAULT_STOP_TIMEOUT_S = 60.0
+SCENARIO_COL = CSV_COLUMNS.index("scenario")
 log = logging.getLogger("llmload")
 
 
@@ -70,34 +74,17 @@ class _Settings:
         return getattr(self.shape, attr)
 
 
-class _SLOStop:
-    """Watches the live window; says when an SLO has stayed broken long enough."""
-
-    def __init__(self, settings: _Settings) -> None:
-        self.control = settings.control
-        self.after_s = float(settings.get("slo_stop_after", "slo_stop_after_s", "slo_stop_after_s") or 0.0)
-        self.action = settings.get("slo_stop_action", "slo_stop_action", "slo_stop_action") or "stop"
-        if self.action not in ("stop", "hold"):
-            raise ValueError(f"--slo-stop-action {self.action!r}: expected stop or hold")
-        self.slos = self.control.slos() if self.control is not None and self.after_s > 0 else []
-        self.broken_since: float | None = None
-        self.broken: list[str] = []
-
-    def check(self, now: float) -> bool:
-        """True once some SLO has been broken for ``after_s`` without a break."""
-        if not self.slos:
-            return False
-        per = self.control.live_window(now)
-        total = ScenarioStats()
-        for s in per.values():
-            total.merge(s)
-        self.broken = broken_slos(self.slos, per, total)
-        if not self.broken:
-            self.broken_since = None
-            return False
-        if self.broken_since is None:
-            self.broken_since = now
-        return now - self.broken_since >= self.after_s
+def _slo_stop(settings: _Settings, warmup_s: float, floor: int) -> SLOStop:
+    after_s = float(settings.get("slo_stop_after", "slo_stop_after_s", "slo_stop_after_s") or 0.0)
+    action = settings.get("slo_stop_action", "slo_stop_action", "slo_stop_action") or "stop"
+    if action not in ("stop", "hold"):
+        raise ValueError(f"--slo-stop-action {action!r}: expected stop or hold")
+    control = settings.control
+    slos = control.slos() if control is not None and after_s > 0 else []
+    stop = SLOStop(slos, after_s, warmup_s, floor, action)
+    if stop.slos:
+        control.watch_rows(stop.add)
+    return stop
 
 
 class _LLMShape(LoadTestShape):
@@ -131,21 +118,24 @@ class StepLoadShape(_LLMShape):
     spawn_rate: float = 100.0
     slo_stop_after_s: float = 0.0
     slo_stop_action: str = "stop"
+    warmup_s: float = 5.0  # the SLO stop judges each step after it (--search-warmup-s; the report uses the same)
+    sample_floor: int = 30  # ok requests a step needs for a verdict, as the report's --sample-floor
     step_precision: float = 0.0  # > 0: a step may end early once its SLO percentiles are known to this % (precision)
-    step_warmup_s: float = 5.0  # with step_precision: seconds after each change not judged (as llmload report)
-    sample_floor: int = 30  # with step_precision: ok requests a step needs before it may end early
+    step_warmup_s: float = 0.0  # with step_precision: seconds after each change not judged (0: warmup_s)
 
     def __init__(self) -> None:
         super().__init__()
-        self._stop: _SLOStop | None = None
-        self._good: dict[int, bool] = {}  # step index → met every SLO at its last check
+        self._stop: SLOStop | None = None
         self._held: int | None = None
         self._ladder: PrecisionSteps | None = None
         self._watching = False
 
     def reset_time(self) -> None:
         super().reset_time()
+        self._held = None
         self._ladder = None  # a new test (the web UI's start after a stop) starts at the first step again
+        if self._stop is not None:
+            self._stop.reset()  # a new test (the web UI's start after a stop) judges afresh
 
     def _settings(self) -> tuple[tuple[int, ...], float, float]:
         s = _Settings(self)
@@ -155,14 +145,16 @@ class StepLoadShape(_LLMShape):
         if seconds <= 0 or rate <= 0:
             raise ValueError(f"step shape: step seconds and spawn rate must be > 0, got {seconds}, {rate}")
         if self._stop is None:
-            self._stop = _SLOStop(s)
+            warmup_s = float(s.get("search_warmup_s", "search_warmup_s", "warmup_s"))
+            self._stop = _slo_stop(s, warmup_s, int(s.yaml.get("search_sample_floor", self.sample_floor)))
         self._precision = float(s.get("step_precision", "step_precision", "step_precision") or 0.0)
         if self._precision < 0:
             raise ValueError(f"--step-precision {self._precision:g}: expected a percentage > 0, e.g. 5 (0: off)")
         if self._precision and self._ladder is None:
+            warmup = float(s.get("step_warmup_s", "step_warmup_s", "step_warmup_s") or 0.0) or float(
+                s.get("search_warmup_s", "search_warmup_s", "warmup_s"))
             self._ladder = PrecisionSteps(
-                steps, seconds, self._precision, s.control.slos() if s.control is not None else [],
-                float(s.get("step_warmup_s", "step_warmup_s", "step_warmup_s")),
+                steps, seconds, self._precision, s.control.slos() if s.control is not None else [], warmup,
                 int(s.get("step_sample_floor", "step_sample_floor", "sample_floor")), time.time())
             if s.control is not None and not self._watching:
                 s.control.watch_rows(self._on_rows)  # once: a new test's ladder gets the rows through it
@@ -193,18 +185,18 @@ class StepLoadShape(_LLMShape):
             return None
         stop = self._stop
         if stop is not None and stop.slos:
-            tripped = stop.check(time.time())
-            self._good[index] = not stop.broken
-            if tripped:
-                good = [steps[i] for i in sorted(self._good) if self._good[i] and i < index]
-                last_good = good[-1] if good else None
+            control = control_of(self.runner.environment) if self.runner is not None else None
+            lag = control.live_lag_s() if control is not None else 0.0
+            if stop.check(index, users, time.time(), lag):
+                last_good = stop.last_good(steps, index)
                 what = ", ".join(stop.broken)
+                at = f"{stop.broken_level:g}" if stop.broken_level is not None else f"{users}"
                 if stop.action == "hold" and last_good is not None:
                     self._held = last_good
-                    self._report(f"SLO stop: {what} for {stop.after_s:g} s at {users} users; holding the last step "
+                    self._report(f"SLO stop: {what} for {stop.after_s:g} s at {at} users; holding the last step "
                                  f"that met every SLO, {last_good} users, to the end of the schedule")
                     return last_good, rate
-                self._report(f"SLO stop: {what} for {stop.after_s:g} s at {users} users; last step that met every "
+                self._report(f"SLO stop: {what} for {stop.after_s:g} s at {at} users; last step that met every "
                              f"SLO: {last_good if last_good is not None else 'none'} users; run ended")
                 return None
         return users, rate
@@ -214,6 +206,7 @@ class StepLoadShape(_LLMShape):
         return {"steps": list(steps), "step_seconds": seconds, "spawn_rate": rate,
                 "slo_stop_after_s": self._stop.after_s if self._stop else 0.0,
                 "slo_stop_action": self._stop.action if self._stop else "stop",
+                "warmup_s": self._stop.warmup_s if self._stop else self.warmup_s,
                 **(self._ladder.describe() if self._ladder is not None else {})}
 
 
@@ -299,6 +292,8 @@ class SearchLoadShape(_LLMShape):
         self._level: float | None = None
         self._step_started = 0.0
         self._settings_cache: dict[str, Any] = {}
+        self._scenarios: set[str] = set()  # the run's scenarios, from its rows
+        self._closed: tuple[Probe, StepSample] | None = None
 
     def settings(self) -> dict[str, Any]:
         if not getattr(self, "_settings_cache", None):
@@ -328,6 +323,14 @@ class SearchLoadShape(_LLMShape):
         self._start_step(self._search.next_level(), now)
 
     def _on_rows(self, rows: list[tuple]) -> None:
+        self._scenarios.update(str(r[SCENARIO_COL]) for r in rows)
+        if self._closed is not None:  # the step judged last: did any of its window arrive after the verdict?
+            probe, sample = self._closed
+            late = sample.in_window(rows, probe.judged_until)
+            if late:
+                probe.late += late
+                log.warning("llmload search: %d request(s) of the step at %g arrived after its verdict; "
+                            "`llmload report` judges them too (longer steps settle this)", late, probe.level)
         if self._step is not None:
             self._step.add(rows)
 
@@ -338,7 +341,7 @@ class SearchLoadShape(_LLMShape):
         self._step_started = now
         column = "users" if cfg["search"] == "users" else "arrival_rate"
         self._step = None if level is None else StepSample(level, column, now, warmup, self._slos,
-                                                           cfg["sample_floor"])
+                                                           cfg["sample_floor"], self._scenarios)
 
     def tick(self) -> tuple[int, float] | None:
         cfg = self.settings()
@@ -348,11 +351,15 @@ class SearchLoadShape(_LLMShape):
         control, step, search = cfg["control"], self._step, self._search
         lag = control.live_lag_s() if control is not None else 0.0
         if step is not None and (step.ready(now, lag) or now - self._step_started > cfg["max_step_seconds"]):
-            passed, broken = step.verdict(now, lag)
-            search.record(passed, broken)
+            verdict = step.judge(now, lag)
+            broken = verdict.broken_text() if verdict.state != NO_VERDICT else [verdict.why]
+            window = (step.measure_from, step.cut(now, lag))
+            probe = search.record(verdict.met, broken, verdict.state, window)
+            self._closed = (probe, step)
             unit = "users" if cfg["search"] == "users" else "req/s"
-            log.info("llmload search: step %d at %g %s: %s", len(search.history), step.level, unit,
-                     "met every SLO" if passed else "broke " + ", ".join(broken))
+            said = {MET: "met every SLO", BROKEN: "broke " + ", ".join(broken)}.get(verdict.state,
+                                                                                 "no verdict: " + verdict.why)
+            log.info("llmload search: step %d at %g %s: %s", len(search.history), step.level, unit, said)
             self._start_step(search.next_level(), now)
         if self._level is None:
             self._report(self._summary())
@@ -371,9 +378,13 @@ class SearchLoadShape(_LLMShape):
         if b.answer is None:
             broken = b.history[-1].broken if b.history else []
             return f"{used}; even the lowest load, {cfg['min']:g} {unit}, broke {', '.join(broken)}"
-        check = "confirmed" if b.confirmed else "NOT confirmed on the second hold (noise or an unstable " \
-                                                 "server: rerun with more requests per step)"
-        return f"{used}; capacity {b.answer:g} {unit}, {check}; run `llmload report` on the CSVs for the numbers"
+        if b.confirmed:
+            return f"{used}; capacity {b.answer:g} {unit}, confirmed; run `llmload report` on the CSVs for the numbers"
+        # As the report states it: a level that broke an SLO at any of its steps is not capacity.
+        cap = b.capacity
+        found = f"capacity {cap:g} {unit}" if cap is not None else "no capacity"
+        return (f"{used}; {found}: {b.answer:g} {unit} NOT confirmed on the second hold (noise or an unstable "
+                "server: rerun with more requests per step); run `llmload report` on the CSVs for the numbers")
 
     def describe(self) -> dict[str, Any]:
         cfg = {k: v for k, v in self.settings().items() if k != "control"}

@@ -26,6 +26,9 @@ class LLMRequest:
     wait_s: float = 0.0  # think time before sending (turns after the first of a session)
     step_kind: str = ""  # agent tasks: "task" (the first call) or "tool_result" (a call after tool results)
     image_tokens: int | None = None  # what the prompt's images cost a Qwen2-VL-style model
+    call_id: str = ""  # call-graph sessions: this call's id in the session's graph
+    call_after: str = ""  # and the ids of the calls it waited for, joined by "+"
+    headers: dict[str, str] | None = None  # per-request headers (a session's affinity header)
 
     def body(self, endpoint: str = "chat") -> dict[str, Any]:
         """The JSON body for ``endpoint`` (``chat``, ``completions`` or ``responses``)."""

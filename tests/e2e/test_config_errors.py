@@ -81,12 +81,12 @@ def test_llmload_commands_reject_bad_values_with_usage(tmp_path, args, message):
 def test_a_locustfile_run_from_another_directory_keeps_its_scenarios_slo_and_shape(mock_factory, tmp_path):
     """The locustfile names its scenario relative to itself; the run starts elsewhere. The scenario's
     ``shape:`` (steps of 2 then 4 users) and its ``slo:`` (an SLO no server meets, with a stop after
-    1 s) must both take effect."""
+    1 s, judging each step after a 1-s warm-up) must both take effect."""
     mock = mock_factory("--profile", "fixed", "--ttft-ms", "20", "--itl-ms", "2")
     project = tmp_path / "project"
     (project / "scen").mkdir(parents=True)
     (project / "scen" / "s.yaml").write_text(
-        "shape: {steps: [2, 4], step_seconds: 3, slo_stop_after_s: 1}\n"
+        "shape: {steps: [2, 4], step_seconds: 4, slo_stop_after_s: 1, search_warmup_s: 1}\n"
         "workloads:\n  elsewhere:\n    input_tokens: 20\n    output_tokens: 10\n    ignore_eos: true\n"
         "    slo: {ttft_p50_ms: 0.001}\n")
     (project / "locustfile.py").write_text(

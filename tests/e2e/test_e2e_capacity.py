@@ -131,7 +131,7 @@ def test_compare_prefix_caching_on_vs_off(mock_factory, tmp_path):
     md = (tmp_path / "cmp" / "compare.md").read_text()
     assert "| capacity (users or arrival req/s) | 24 | 8 |" in md
     html = (tmp_path / "cmp" / "compare.html").read_text()
-    assert html.count("data:image/png;base64,") == 1
+    assert html.count("<svg ") == 1 and 'data-chart="curves"' in html  # one chart, inline SVG
     assert "cached: capacity" in res.stdout
 
 

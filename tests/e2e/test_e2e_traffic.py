@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import textwrap
 
 import numpy as np
 import pandas as pd
@@ -14,27 +13,10 @@ import pandas as pd
 from llmload.report import ReportOptions, build_report, parse_slo, write_report
 from llmload.workload.file.scenario import load_scenario
 from llmload.workload.trace.read import load_trace
-from tests.support.locust_runs import load_rows, run_locust
+from tests.support.locust_runs import run_locust, run_scenario
 from tests.support.processes import ROOT, free_port
 
 MOONCAKE = os.path.join(ROOT, "scenarios", "data", "traces", "mooncake_sample.jsonl")
-LOCUSTFILE = """
-from llmload import users_from_scenario
-globals().update(users_from_scenario({path!r}))
-"""
-
-
-def run_scenario(tmp_path, mock, yaml_text: str, name: str, *args: str, timeout: float = 120):
-    scen = tmp_path / f"{name}.yaml"
-    scen.write_text(textwrap.dedent(yaml_text))
-    lf = tmp_path / f"{name}_locustfile.py"
-    lf.write_text(LOCUSTFILE.format(path=str(scen)))
-    prefix = tmp_path / name
-    res = run_locust(["-f", str(lf), "--host", mock.url, "--headless", "--csv", str(prefix), *args], tmp_path,
-                     timeout=timeout)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return load_rows(prefix), res.stdout + res.stderr, prefix
-
 
 TRACE = f"""
 seed: 14

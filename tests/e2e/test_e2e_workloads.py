@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-import textwrap
-
 import numpy as np
 import pandas as pd
 
-from tests.support.locust_runs import load_rows, run_locust
-
-LOCUSTFILE = """
-from llmload import users_from_scenario
-globals().update(users_from_scenario({path!r}))
-"""
+from tests.support.locust_runs import run_scenario
 
 
 def scenario_run(tmp_path, mock, yaml_text: str, name: str, users: int, seconds: int, *extra: str) -> pd.DataFrame:
-    scen = tmp_path / f"{name}.yaml"
-    scen.write_text(textwrap.dedent(yaml_text))
-    lf = tmp_path / f"{name}_locustfile.py"
-    lf.write_text(LOCUSTFILE.format(path=str(scen)))
-    prefix = tmp_path / name
-    res = run_locust(["-f", str(lf), "--host", mock.url, "--headless", "-u", str(users), "-r", str(users),
-                      "-t", f"{seconds}s", "--csv", str(prefix), "--stop-timeout", "10", *extra], tmp_path)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return load_rows(prefix), res.stdout
+    rows, out, _prefix = run_scenario(tmp_path, mock, yaml_text, name, "-u", str(users), "-r", str(users),
+                                      "-t", f"{seconds}s", "--stop-timeout", "10", *extra)
+    return rows, out
 
 
 RAG = """

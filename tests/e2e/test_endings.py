@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from tests.support.locust_runs import CHAT, LOCUST, load_rows
+from tests.support.netns import SPAWNED
 from tests.support.processes import ROOT, free_port
 
 STEPS = os.path.join(ROOT, "locustfiles", "steps.py")
@@ -27,13 +28,14 @@ def mock(mock_factory):
     return mock_factory("--profile", "fixed", "--ttft-ms", "30", "--itl-ms", "8")
 
 
-def wait_for(path: str, text: str, timeout: float) -> str:
+def wait_for(path: str, text: str | tuple[str, ...], timeout: float) -> str:
+    texts = (text,) if isinstance(text, str) else text
     deadline = time.monotonic() + timeout
     content = ""
     while time.monotonic() < deadline:
         with open(path, errors="replace") as f:
             content = f.read()
-        if text in content:
+        if any(t in content for t in texts):
             return content
         time.sleep(0.1)
     raise TimeoutError(f"{path}: no {text!r} within {timeout} s:\n{content[-3000:]}")
@@ -79,7 +81,7 @@ def test_every_ending_keeps_every_row(ending, mock, tmp_path):
             base = f"http://127.0.0.1:{web_port}"
             form = urllib.parse.urlencode({"user_count": 8, "spawn_rate": 8, "host": mock.url}).encode()
             urllib.request.urlopen(urllib.request.Request(f"{base}/swarm", data=form), timeout=10).read()
-            wait_for(str(log_path), "All users spawned", 30)
+            wait_for(str(log_path), SPAWNED, 30)
             time.sleep(3)
             urllib.request.urlopen(urllib.request.Request(f"{base}/stop", data=b"", method="POST"), timeout=30).read()
             deadline = time.monotonic() + 30  # the master collects the workers' final rows, then writes its stats
@@ -90,7 +92,7 @@ def test_every_ending_keeps_every_row(ending, mock, tmp_path):
             assert master.poll() is None  # Stop ends the test, not Locust
             master.send_signal(signal.SIGTERM)
         elif ending in ("sigint", "sigterm"):
-            wait_for(str(log_path), "All users spawned", 60)
+            wait_for(str(log_path), SPAWNED, 60)
             time.sleep(3)
             master.send_signal(signal.SIGINT if ending == "sigint" else signal.SIGTERM)
         rc = master.wait(60)

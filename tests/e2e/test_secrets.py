@@ -7,8 +7,10 @@ one on the mock's (where the key must appear: it proves the sniffers see the tra
 file the run wrote, every process's output, each web page and both captures are searched for each
 secret, whole and in 12-character pieces (a frame boundary can split a value).
 
-To test a secret header as well, add one line to SECRETS (its value from the environment) and
-its flag to SECRET_ARGS, e.g. ``"TENANT_KEY": "tk-..."`` and ``"--header", "X-Tenant: env:TENANT_KEY"``.
+A literal secret header is given on the command line of the master and of each worker (the
+master never ships its value: each worker sends its own). To test another secret, add one line to
+SECRETS and its flag to SECRET_ARGS, e.g. ``"TENANT_KEY": "tk-..."`` and
+``"--header", "X-Tenant: env:TENANT_KEY"``.
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ import time
 
 from tests.support.locust_runs import CHAT, LOCUST
 from tests.support.multihost import MASTER_PORT, MOCK_PORT, PY, read_log, topology
-from tests.support.netns import wait_for_text
+from tests.support.netns import SPAWNED, wait_for_text
 from tests.support.processes import ROOT
 
 SECRETS = {
     "OPENAI_API_KEY": "sk-llmload-" + secrets.token_hex(16),
+    "LITERAL_HEADER": "lit-" + secrets.token_hex(16),  # given on the command line, to the master and each worker
 }
-SECRET_ARGS: list[str] = []
+SECRET_ARGS: list[str] = ["--header", f"X-Api-Key: {SECRETS['LITERAL_HEADER']}"]
 WEB_PORT = 8089
 
 SNIFF = """
@@ -104,9 +107,10 @@ def test_secrets_appear_nowhere_but_on_the_way_to_the_server(tmp_path):
                                        "--csv", prefix, "--host", mock_url, "--output-tokens", "20",
                                        "--loglevel", "DEBUG", *SECRET_ARGS], env=env, cwd=tmp_path)
         workers = [topo.popen(w, [*LOCUST, "-f", CHAT, "--worker", "--master-host", topo.addr("master"),
-                                  "--master-port", str(MASTER_PORT), "--loglevel", "DEBUG"], env=env, cwd=tmp_path)
+                                  "--master-port", str(MASTER_PORT), "--loglevel", "DEBUG", *SECRET_ARGS], env=env,
+                                 cwd=tmp_path)
                    for w in ("w1", "w2")]
-        wait_for_text(master.log_path, "All users spawned", 60, master)
+        wait_for_text(master.log_path, SPAWNED, 60, master)
         time.sleep(4)  # a few reports and live samples
         base = f"http://{topo.addr('master')}:{WEB_PORT}"
         pages = topo.run("w1", [PY, "-c", FETCH, base, *PAGES], timeout=60).stdout
@@ -127,6 +131,7 @@ def test_secrets_appear_nowhere_but_on_the_way_to_the_server(tmp_path):
     # The captures see the traffic: ZeroMQ messages on the master's cable, the key on the mock's.
     assert b"llmload_sent" in master_frames and b"llmload_final" in master_frames
     assert f"Bearer {SECRETS['OPENAI_API_KEY']}".encode() in mock_frames
+    assert f"X-Api-Key: {SECRETS['LITERAL_HEADER']}".encode() in mock_frames  # the workers' own, as they send it
     assert "LLM summary" in outputs["master0"] and os.path.exists(f"{prefix}_requests.csv")
     found: dict[str, list[str]] = {}
     for base_dir, _dirs, files in os.walk(tmp_path):

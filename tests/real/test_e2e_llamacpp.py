@@ -123,3 +123,24 @@ def test_overloading_the_slots_queues_requests_and_loses_none(server, tmp_path):
                 "--output-tokens", "64")
     assert (heavy["completion_tokens"] == 64).all()
     assert heavy["ttft_ms"].median() > 2 * light["ttft_ms"].median()
+
+
+def test_a_coding_agent_preset_reuses_the_engines_prefix_cache(server, tmp_path):
+    """Call-graph sessions (issue 23) on the coding-agent preset, scaled down for this CPU: every
+    call ok (run() checks the tokens against the server's counters), and the calls after the first
+    of a session find their context in llama.cpp's prompt cache."""
+    scenario = tmp_path / "agent.yaml"
+    scenario.write_text(
+        "seed: 4\nworkloads:\n  coder:\n    output_tokens: 12\n    ignore_eos: true\n    session:\n"
+        "      kind: graph\n      preset: coding-agent\n      affinity_header: x-session-id\n"
+        "      system_tokens: 40\n      shared_context_tokens: 150\n      task_tokens: 10-20\n      turns: 3\n"
+        "      tool_result_tokens: 10-30\n      tool_latency_s: 0.02\n      output_tokens: 12\n"
+        "      fanout_p: 0.5\n      fanout_width: 2\n")
+    rows = run(server, tmp_path, "multi_turn.py", "-u", "2", "-r", "2", "-t", "5s", "--scenario", str(scenario))
+    assert set(rows["step_kind"]) == {"graph"} and rows["call_id"].notna().all()
+    follow = rows[rows["call_after"].notna()]
+    assert len(follow) >= 4
+    assert (follow["cached_tokens"] > 0).mean() >= 0.75, follow[["call_id", "cached_tokens", "prompt_tokens"]]
+    firsts = rows[rows["call_after"].isna()]
+    assert (rows.groupby("session_id")["call_id"].apply(lambda s: "m1" in set(s))).all()
+    assert len(firsts) == rows["session_id"].nunique()

@@ -17,7 +17,7 @@ import pandas as pd
 
 from tests.support.locust_runs import CHAT, LOCUST
 from tests.support.multihost import MASTER_PORT, MOCK_PORT, PY, read_log, topology
-from tests.support.netns import Topology, wait_for_text
+from tests.support.netns import SPAWNED, Topology, wait_for_text
 from tests.support.processes import ROOT
 
 ENV = {**os.environ, "PYTHONPATH": ROOT}
@@ -52,7 +52,7 @@ class Run:
         return w
 
     def spawned(self) -> float:
-        wait_for_text(self.master.log_path, "All users spawned", 60, self.master)
+        wait_for_text(self.master.log_path, SPAWNED, 60, self.master)
         return time.time()
 
     def wait_all(self, timeout: float) -> dict[str, int | None]:

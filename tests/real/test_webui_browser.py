@@ -1,9 +1,9 @@
 """The LLM tab and the live dashboard in a real browser (Debian's chromium, driven by Selenium).
 
 Starts `llmload mock` and Locust with its web UI, starts a test from the page's form, and
-checks the LLM tab shows numbers for the scenario and the server's own metrics (read from the
+checks the LLM tabs show numbers for the scenario and the server's own metrics (read from the
 mock's /metrics), the dashboard draws its client and server charts with readable axes, and
-after Stop the tab shows the run as stopped.
+after Stop the tab shows the run as stopped (tests/real/test_screenshots_live.py checks the layout).
 Screenshots go to the test's temporary directory. Needs /usr/bin/chromium and
 /usr/bin/chromedriver (`make test` installs them).
 """
@@ -19,7 +19,7 @@ import pytest
 
 from llmload.metrics import catalog
 from tests.support.browser import CHROMEDRIVER, CHROMIUM, wait_for
-from tests.support.processes import ROOT, free_port
+from tests.support.processes import ROOT, end_process, free_port
 
 pytestmark = pytest.mark.skipif(
     not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)) and not os.environ.get("CI"),
@@ -67,55 +67,58 @@ def test_llm_tab_and_dashboard_in_chromium(mock_factory, tmp_path):
             field.send_keys(Keys.CONTROL, "a")  # React inputs ignore clear()
             field.send_keys("4")
         driver.find_element(By.CSS_SELECTOR, "form button[type='submit']").click()
-        tab = wait_for(lambda: [t for t in driver.find_elements(By.CSS_SELECTOR, "[role='tab']")
-                                if t.text.strip().upper() == "LLM"])
-        tab[0].click()
+        def open_tab(title):
+            wait_for(lambda: [t for t in driver.find_elements(By.CSS_SELECTOR, "[role='tab']")
+                              if t.text.strip().upper() == title.upper()])[0].click()
+            return wait_for(lambda: (h := [th.text for th in driver.find_elements(By.CSS_SELECTOR, "table thead th")])
+                            and h[0] == "Scenario" and h)
 
-        def llm_row(ready=lambda cells: cells[5] not in ("–", "") and not cells[-1].startswith("–")):
+        def llm_row(heads, ready):
             for tr in driver.find_elements(By.CSS_SELECTOR, "table tbody tr"):
-                cells = [td.text for td in tr.find_elements(By.CSS_SELECTOR, "td")]
-                if cells and cells[0] == "chat" and ready(cells):
+                cells = dict(zip(heads, [td.text for td in tr.find_elements(By.CSS_SELECTOR, "td")], strict=False))
+                if cells.get("Scenario") == "chat" and ready(cells):
                     return cells
             return None
 
-        cells = wait_for(llm_row, timeout=40)
+        ttft_p50 = catalog.BY_NAME["ttft"].title("p50", unit=True)
+        heads = open_tab("LLM")
+        cells = wait_for(lambda: llm_row(heads, lambda c: c[ttft_p50] not in ("–", "")), timeout=40)
         assert driver.find_element(By.CSS_SELECTOR, "header, body").text.count("RUNNING") >= 1
         users_shown = [e.text for e in driver.find_elements(By.XPATH, "//*[text()='Users']/following-sibling::*")]
         assert "4" in users_shown, users_shown
         driver.save_screenshot(str(tmp_path / "llm_tab.png"))
-        assert cells[1] == "last 10 s"
-        ttft_p50, output_tps = float(cells[5]), float(cells[4])
-        assert 60.0 <= ttft_p50 < 200.0  # the mock sends the first token after 60 ms
-        assert output_tps > 0
-        # the server's own columns: running / waiting, KV %, hit rate, TTFT mean server / client
-        running, waiting = (int(x) for x in cells[-4].split(" / "))
+        assert cells["Window"] == "last 10 s"
+        assert 60.0 <= float(cells[ttft_p50]) < 200.0  # the mock sends the first token after 60 ms
+        assert float(cells["Output (tok/s)"]) > 0
+        # the server's own columns (LLM details): running / waiting, KV %, hit rate, TTFT mean server / client
+        heads = open_tab("LLM details")
+        cells = wait_for(lambda: llm_row(heads, lambda c: not c["TTFT mean server / client (ms)"].startswith("–")),
+                         timeout=40)
+        running, waiting = (int(x) for x in cells["Server running / waiting"].split(" / "))
         assert 0 <= running <= 4 and waiting == 0
-        server_ttft, client_ttft = (float(x) for x in cells[-1].split(" / "))
+        server_ttft, client_ttft = (float(x) for x in cells["TTFT mean server / client (ms)"].split(" / "))
         assert 60.0 <= server_ttft <= client_ttft < 200.0
 
         driver.get(f"http://127.0.0.1:{port}{base}/llmload/dashboard")
-        # lines, not single points: at least two samples of the scenario (one every 2 s)
-        paths = wait_for(lambda: len(driver.find_elements(By.CSS_SELECTOR, "#chart-ttft path.series[d*='L']")) >= 3
-                         and driver.find_elements(By.CSS_SELECTOR, "svg.llm-chart path.series[d*='L']"), timeout=30)
+        charts = "return [...window.llmload.charts].map(([id, c]) => [id, c.u.series.slice(1).map(s => s.label), " \
+                 "c.u.data.slice(1).map(ys => ys.filter(v => v !== null).length)])"
+        # lines, not single points: at least two samples in every series of every chart (no errors here, and the
+        # fixed engine has no prefix cache: its KV series only)
+        SPARSE = ("chart-errors", "chart-server-cache")
+        drawn = wait_for(lambda: (cs := {i: (names, n) for i, names, n in driver.execute_script(charts)})
+                         and len(cs) == len(catalog.dashboard_spec()) + 6
+                         and all(min(n) >= 2 for i, (_, n) in cs.items() if i not in SPARSE)
+                         and cs["chart-server-cache"][1][0] >= 2 and cs, timeout=40)
         # a latency chart per catalog metric (from metrics.json, with its series names), then tok/s, load, errors
-        charts = catalog.dashboard_spec()
-        assert len(driver.find_elements(By.CSS_SELECTOR, "svg.llm-chart")) == len(charts) + 3
-        assert len(paths) >= 6
-        for chart in charts:
-            wait_for(lambda c=chart: {p.get_attribute("data-name") for p in driver.find_elements(
-                By.CSS_SELECTOR, f"#chart-{c['name']} path.series")} == {s["name"] for s in c["series"]}, timeout=30)
+        for chart in catalog.dashboard_spec():
+            assert drawn[f"chart-{chart['name']}"][0] == [s["name"] for s in chart["series"]]
         assert "client ok" in driver.find_element(By.ID, "client").text
-        # the server's series: running and waiting, KV %, hit rate, TTFT server vs client
-        assert len(driver.find_elements(By.CSS_SELECTOR, "svg.server-chart")) == 4
-        wait_for(lambda: len(driver.find_elements(By.CSS_SELECTOR, "#chart-server-ttft path.series[d*='L']")) == 4
-                 and len(driver.find_elements(By.CSS_SELECTOR, "#chart-server-queue path.series[d*='L']")) == 2
-                 and driver.find_elements(By.CSS_SELECTOR, "#chart-server-kv path.series[d*='L']"), timeout=30)
-        names = {p.get_attribute("data-name") for p in driver.find_elements(By.CSS_SELECTOR,
-                                                                           "#chart-server-ttft path.series")}
-        assert names == {"server mean", "client mean", "server p95", "client p95"}
-        assert driver.find_element(By.ID, "server-status").text.startswith("vllm: ")
+        # the server's series: running and waiting, KV % and hit rate, TTFT server vs client
+        assert drawn["chart-server-queue"][0] == ["running", "waiting"]
+        assert drawn["chart-server-ttft"][0] == ["server mean", "client mean", "server p95", "client p95"]
+        assert "vllm: " in driver.find_element(By.ID, "server-status").text
         # an error chart with no errors reads 0 … 4, not "0.0" on every tick
-        ticks = [t.text for t in driver.find_elements(By.CSS_SELECTOR, "#chart-errors text.tick")]
+        ticks = [t.text for t in driver.find_elements(By.CSS_SELECTOR, "#chart-errors .tick.y")]
         assert ticks == ["0", "1", "2", "3", "4"], ticks
         driver.save_screenshot(str(tmp_path / "dashboard.png"))
         assert (tmp_path / "dashboard.png").stat().st_size > 10_000
@@ -125,19 +128,15 @@ def test_llm_tab_and_dashboard_in_chromium(mock_factory, tmp_path):
         stop = wait_for(lambda: [b for b in driver.find_elements(By.CSS_SELECTOR, "button")
                                  if b.text.strip().upper() == "STOP"])
         stop[0].click()
-        wait_for(lambda: [t for t in driver.find_elements(By.CSS_SELECTOR, "[role='tab']")
-                          if t.text.strip().upper() == "LLM"])[0].click()
-        cells = wait_for(lambda: llm_row(lambda c: c[2] == "stopped"), timeout=30)
-        assert cells[1].startswith("whole run (") and cells[1].endswith("stopped") and float(cells[3]) > 0
+        heads = open_tab("LLM")
+        cells = wait_for(lambda: llm_row(heads, lambda c: c["In flight"] == "stopped"), timeout=30)
+        assert cells["Window"].startswith("whole run (") and cells["Window"].endswith("stopped")
+        assert float(cells["Rate (req/s)"]) > 0
         driver.save_screenshot(str(tmp_path / "llm_tab_stopped.png"))
     finally:
         if driver is not None:
             driver.quit()
-        locust.terminate()
-        try:
-            locust.wait(15)
-        except subprocess.TimeoutExpired:
-            locust.kill()
+        end_process(locust)
 
 
 HOSTILE = "</option></select><img src=x onerror=window.__pwned=1>"

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 
 import numpy as np
 import pandas as pd
@@ -23,6 +24,25 @@ def run_locust(args: list[str], cwd, timeout: float = 120, boosted: bool = False
     env = {**os.environ, "PYTHONPATH": ROOT}
     return subprocess.run([*LOCUST, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
                           preexec_fn=raise_priority if boosted else None)
+
+
+SCENARIO_LOCUSTFILE = """
+from llmload import users_from_scenario
+globals().update(users_from_scenario({path!r}))
+"""
+
+
+def run_scenario(tmp_path, mock, yaml_text: str, name: str, *args: str, timeout: float = 120):
+    """A headless run of a scenario file written from ``yaml_text``: (rows, output, prefix)."""
+    scen = tmp_path / f"{name}.yaml"
+    scen.write_text(textwrap.dedent(yaml_text))
+    lf = tmp_path / f"{name}_locustfile.py"
+    lf.write_text(SCENARIO_LOCUSTFILE.format(path=str(scen)))
+    prefix = tmp_path / name
+    res = run_locust(["-f", str(lf), "--host", mock.url, "--headless", "--csv", str(prefix), *args], tmp_path,
+                     timeout=timeout)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return load_rows(prefix), res.stdout + res.stderr, prefix
 
 
 def load_rows(prefix) -> pd.DataFrame:

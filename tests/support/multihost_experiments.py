@@ -32,7 +32,7 @@ from collections import Counter
 
 import pandas as pd
 
-from tests.support.netns import Topology, wait_for_text
+from tests.support.netns import SPAWNED, Topology, wait_for_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PY = sys.executable
@@ -139,7 +139,7 @@ def run(kind: str, out: str, run_s: int, fault_at_s: float, fault_s: float, user
                                     env=env, cwd=out, log_path=os.path.join(out, f"{w}.log"))
             wait_for_text(master.log_path, f"(index {i}) reported as ready", 60, master)
             tl.mark(f"{w} ready (index {i})")
-        wait_for_text(master.log_path, "All users spawned", 60, master)
+        wait_for_text(master.log_path, SPAWNED, 60, master)
         t_spawned = tl.mark("all users spawned")
         time.sleep(max(0.0, t_spawned + fault_at_s - time.time()))
         fault_t = None

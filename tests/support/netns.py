@@ -68,9 +68,15 @@ class NetnsUnavailable(RuntimeError):
     """Network namespaces cannot be made here; the message says why."""
 
 
-def wait_for_text(path: str, text: str, timeout: float, proc: subprocess.Popen | None = None) -> str:
-    """Wait (bounded) until the file at ``path`` contains ``text``; return its content. Fails
-    early, with the file's tail, when ``proc`` exits first."""
+SPAWNED = ("All users spawned", "Spawning is complete")
+"""What a Locust master logs once its users run; the second when a worker's report was late (a
+loaded machine): the users run all the same."""
+
+
+def wait_for_text(path: str, text: str | tuple[str, ...], timeout: float, proc: subprocess.Popen | None = None) -> str:
+    """Wait (bounded) until the file at ``path`` contains ``text`` (or any of a tuple); return its
+    content. Fails early, with the file's tail, when ``proc`` exits first."""
+    texts = (text,) if isinstance(text, str) else text
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -78,7 +84,7 @@ def wait_for_text(path: str, text: str, timeout: float, proc: subprocess.Popen |
                 content = f.read()
         except FileNotFoundError:
             content = ""
-        if text in content:
+        if any(t in content for t in texts):
             return content
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"{path}: process exited ({proc.returncode}) before printing {text!r}:\n"

@@ -66,3 +66,12 @@ def start_mock(tmp_path, *args: str) -> Mock:
 
 def stop_mock(mock: Mock) -> None:
     stop_mock_process(mock.proc)
+
+
+def end_process(proc: subprocess.Popen, timeout: float = 15) -> None:
+    """SIGTERM, then SIGKILL if it has not ended within ``timeout`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()

@@ -234,7 +234,8 @@ def _serve(conn: socket.socket, log_path: str, lock: threading.Lock) -> None:
         except OSError:
             pass  # the client hung up (a deadline, a limit): that is what some tests expect
         with lock, open(log_path, "a") as f:
-            f.write(json.dumps({"request_id": headers.get("x-request-id"), "script": name, "headers": headers,
+            f.write(json.dumps({"request_id": headers.get("x-request-id"), "script": name, "target": target,
+                                "headers": headers,
                                 "sends": sends, **note}) + "\n")
 
 

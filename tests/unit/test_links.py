@@ -108,3 +108,63 @@ def test_a_heartbeat_counts_as_a_sign_of_life():
     runner.clients["w1"].state = "missing"
     assert link._gone("w1", clock.t + GONE_AFTER_SILENT_S)
     assert links.MISSING_GRACE_S < GONE_AFTER_SILENT_S
+
+
+def test_time_the_master_itself_was_not_running_is_not_a_workers_silence():
+    # The master process starved for 20 s: its workers' messages wait unread in the socket, and Locust,
+    # also not running, may call them missing; the final comes as soon as the master reads again.
+    link, runner, clock = master_link({"w1": "missing"})
+    asked = clock.t
+    starve = {"left": 1}
+    plain = clock.sleep
+
+    def sleep(s: float) -> None:
+        if starve["left"]:
+            starve["left"] -= 1
+            s = GONE_AFTER_SILENT_S + 8.0
+        plain(s)
+    link.sleep = sleep
+    clock.at(asked + GONE_AFTER_SILENT_S + 9.0, final_from(runner, "w1"))  # read 1 s after the master woke
+    link.collect_finals(stop_timeout=30.0)
+    assert link.finals == {"w1"} and link.lost() == []
+
+
+def test_a_final_whose_rows_cannot_be_taken_still_counts_as_the_workers_last_word():
+    def ingest(client_id, payload):
+        raise ValueError("a bad row")
+    runner, clock = FakeRunner({"w1": "running"}), FakeClock()
+    link = MasterLink(runner, ingest)
+    link.clock, link.sleep = clock, clock.sleep
+    link.start()
+    with pytest.raises(ValueError):  # Locust logs a handler's exception; the wait must not hang on it
+        final_from(runner, "w1")()
+    assert link.finals == {"w1"}
+
+
+def test_a_worker_whose_final_stats_fail_still_sends_its_rows_as_its_final():
+    class Runner(FakeRunner):
+        def send_message(self, name, data, client_id=None):
+            self.sent.append((name, data))
+
+    runner = Runner({})
+
+    def take_payload():
+        raise RuntimeError("stats broke")
+    rows = [("w1a-1",), ("w1a-2",)]
+    link = links.WorkerLink(runner, take_payload, lambda: None, rows, token="t")
+    link.send_final()
+    (name, data), = runner.sent
+    assert name == "llmload_final" and data["final"] is True
+    assert data["rows"] == [("w1a-1",), ("w1a-2",)] and "stats broke" in data["error"] and rows == []
+
+
+def test_a_stop_that_fails_half_way_still_sends_the_final_data():
+    runner = FakeRunner({})
+    sent = []
+    runner.send_message = lambda name, data, client_id=None: sent.append(name)
+
+    def stop():
+        raise RuntimeError("greenlet killed")
+    links.WorkerLink(runner, lambda: {"rows": []}, stop, [])
+    runner.handlers["llmload_stop"](environment=None, msg=None)
+    assert sent == ["llmload_final"]

@@ -15,7 +15,7 @@ from llmload.metrics.histogram import Histogram
 from llmload.metrics.record import CSV_COLUMNS, RequestMeta, RequestRecord
 from llmload.metrics.slo import METRIC_HELP, parse_slo
 from llmload.metrics.stats import LLMStats
-from llmload.plugin import webui
+from llmload.plugin import llm_tab
 from llmload.plugin.end_of_run import format_summary
 from llmload.plugin.live import LiveWindow
 from llmload.plugin.run_files import HISTORY_COLUMNS
@@ -74,14 +74,18 @@ def test_every_metric_in_live_rows_the_history_csv_and_the_tab():
             assert row[m.key(st)] is not None and m.key(st) in HISTORY_COLUMNS, m.key(st)
     assert row["itl_max_max_ms"] == 48.0 and row["worst_stall_ms"] == 48.0  # the old key, one release
     assert set(catalog.RENAMED) <= set(HISTORY_COLUMNS)
-    tab = dict(webui.TABLE)
+    tab = dict(llm_tab.TABLE)
     stats = LLMStats()
     stats.add(record(0))
     (summary,) = stats.rows()
     for m in catalog.METRICS:
         for st in m.tab:
             assert tab[m.key(st)] == m.title(st, unit=True)
-            assert webui.STOPPED[m.key(st)] in summary  # the whole run's value once stopped
+            assert llm_tab.STOPPED[m.key(st)] in summary  # the whole run's value once stopped
+            # on exactly one of the two tabs: the first when the catalog says so, else "LLM details"
+            on = [cols for cols in (llm_tab.DEFAULT, llm_tab.DETAILS) if m.key(st) in dict(cols)]
+            assert on == [llm_tab.DEFAULT if st in m.tab_default else llm_tab.DETAILS], (m.name, st)
+        assert set(m.tab_default) <= set(m.tab), m
     charts = {c["name"]: c for c in catalog.dashboard_spec()}
     assert set(charts) == {m.name for m in catalog.METRICS if m.dashboard}
     assert all(s["key"] in row for c in charts.values() for s in c["series"])

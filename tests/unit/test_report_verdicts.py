@@ -11,9 +11,9 @@ import sys
 import numpy as np
 import pytest
 
+from llmload.metrics.confidence import judge, quantile_ci
 from llmload.metrics.record import CSV_COLUMNS
 from llmload.report import ReportError, ReportOptions, build_report, parse_slo, write_report
-from llmload.report.confidence import judge, quantile_ci
 from llmload.report.render import summary_text
 from tests.support.processes import ROOT
 from tests.support.report_rows import req, write_csv

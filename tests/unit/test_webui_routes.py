@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from types import SimpleNamespace
 
 from flask import Flask, jsonify
@@ -68,3 +69,45 @@ def test_no_local_path_and_no_url_secret_reaches_the_page():
     assert res.status_code == 404 and b"/srv/secret" not in res.data and b"run_requests.csv" in res.data
     history = json.loads(client.get("/llmload/history.json").data)
     assert history["server_metrics"] == ["http://user:***@metrics.internal:9400/metrics?token=***"]
+
+
+
+def test_two_llm_tabs_and_the_dashboards_files_from_the_package():
+    from llmload.plugin import llm_tab
+
+    app = Flask("t")
+    web_ui = SimpleNamespace(app=app, template_args={}, auth_required_if_enabled=lambda f: f)
+    install(SimpleNamespace(web_ui=web_ui, parsed_options=SimpleNamespace(web_base_path="", csv_prefix=None)), View())
+    tabs, tables = web_ui.template_args["extended_tabs"], web_ui.template_args["extended_tables"]
+    assert [t["title"] for t in tabs] == ["LLM", "LLM details"]
+    assert [t["key"] for t in tables] == [t["key"] for t in tabs]
+    assert [c["title"] for c in tables[0]["structure"]] == [t for _, t in llm_tab.DEFAULT]
+    client = app.test_client()
+    res = client.get("/llmload/static/vendor/uPlot.iife.min.js")
+    assert res.status_code == 200 and b"uPlot" in res.data
+    assert client.get("/llmload/static/dashboard.js").status_code == 200
+    page = client.get("/llmload/dashboard").data.decode()
+    # no CDN: the page loads the package's own files, by relative URLs (--web-base-path)
+    assert "//" not in "".join(re.findall(r'(?:src|href)="([^"]*)"', page))
+    assert 'src="static/vendor/uPlot.iife.min.js"' in page and 'href="static/vendor/uPlot.min.css"' in page
+    assert client.get("/llmload/static/../webui.py").status_code == 404  # nothing outside static/
+
+
+def test_every_static_file_is_package_data():
+    """A wheel carries the dashboard's files: each one matches a package-data pattern of pyproject.toml."""
+    import fnmatch
+    import os
+    import tomllib
+
+    from llmload.plugin.webui import STATIC
+    from tests.support.processes import ROOT
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        patterns = tomllib.load(f)["tool"]["setuptools"]["package-data"]["llmload.plugin"]
+    plugin = os.path.dirname(STATIC)
+    found = [os.path.relpath(os.path.join(d, n), plugin) for d, _, names in os.walk(STATIC) for n in names]
+    assert {"static/dashboard.html", "static/dashboard.js", "static/vendor/uPlot.iife.min.js",
+            "static/vendor/uPlot.min.css", "static/vendor/uPlot.LICENSE", "static/vendor/VERSION"} <= set(found)
+    missing = [p for p in found if not any(fnmatch.fnmatch(p, pat) and p.count("/") == pat.count("/")
+                                           for pat in patterns)]
+    assert not missing, f"add to [tool.setuptools.package-data] in pyproject.toml: {missing}"

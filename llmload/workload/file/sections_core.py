@@ -17,7 +17,9 @@ from typing import Any
 from llmload.metrics.slo import SLO, parse_slo
 from llmload.wire.protocol import ENDPOINTS, ENV_PREFIX, parse_header
 from llmload.wire.redact import is_secret_name
+from llmload.workload.call_graph import GraphSpec
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
+from llmload.workload.file.graph_section import parse_graph
 from llmload.workload.file.sections_production import (
     parse_agent,
     parse_images,
@@ -27,9 +29,10 @@ from llmload.workload.file.sections_production import (
 from llmload.workload.file.spec import AgentSpec, ArrivalSpec, DatasetSpec, PrefixGroup, SessionSpec, WorkloadSpec
 from llmload.workload.file.yaml_lines import MAX_PREFIXES, MAX_TOKENS, Ctx, choice, file_section, keys, number, whole
 
+BLOCK = 16  # tokens per KV-cache block (vLLM's default): a prefix is cached in whole blocks
 WORKLOAD_KEYS = {"weight", "endpoint", "model", "system_prompt", "sampling", "extra", "ignore_eos", "input_tokens",
                  "output_tokens", "prefix", "max_concurrent", "session", "dataset", "arrival", "slo", "headers",
-                 "trace", "images", "response_format"}
+                 "trace", "images", "response_format", "prefix_hit_rate"}
 PREFIX_KEYS = {"groups", "tokens", "count", "popularity", "zipf_s"}
 GROUP_KEYS = {"name", "tokens", "count", "popularity", "zipf_s", "weight"}
 DATASET_KEYS = {"path", "format", "min_input_tokens", "max_input_tokens", "turns", "limit"}
@@ -79,12 +82,41 @@ def parse_prefix(ctx: Ctx, raw: Any, path: str) -> tuple[PrefixGroup, ...]:
     return tuple(groups)
 
 
-def parse_session(ctx: Ctx, raw: Any, path: str) -> SessionSpec | AgentSpec:
-    """``session: {turns, think_time_s}`` (chat turns), or ``{kind: agent, ...}`` (tool loops)."""
+def hit_rate_prefix(ctx: Ctx, d: dict, path: str, unique: Distribution | None) -> tuple[float | None, Any]:
+    """``prefix_hit_rate: R``: the intended share of prompt tokens that is a prefix already sent, and
+    the ``prefix:`` section that makes it: each group's prefix is R/(1-R) x the mean unique part
+    (``input_tokens``), in whole 16-token blocks (what engines cache), so prefix / (prefix + unique)
+    is R. The groups' count, popularity and weight are the file's; their ``tokens`` are not."""
+    if "prefix_hit_rate" not in d:
+        return None, d.get("prefix")
+    rate = number(ctx, d, "prefix_hit_rate", path)
+    if not rate < 1:
+        raise ctx.error(f"{path}.prefix_hit_rate", f"expected a share of prompt tokens 0..1 (below 1), got {rate!r}")
+    mean_unique = unique.mean if unique is not None else 256.0
+    tokens = int(round(rate / (1 - rate) * mean_unique / BLOCK)) * BLOCK
+    raw = d.get("prefix") or {"groups": [{"name": "shared"}]}
+    if rate == 0 or tokens < BLOCK:
+        return rate, None
+    groups = raw.get("groups") if isinstance(raw, dict) else None
+    entries = groups if isinstance(groups, list) else [raw]
+    for i, g in enumerate(entries):
+        if isinstance(g, dict) and "tokens" in g:
+            where = f"{path}.prefix.groups[{i}]" if groups is not None else f"{path}.prefix"
+            raise ctx.error(f"{where}.tokens", "is set by prefix_hit_rate (each prefix is what makes that share): "
+                            "leave it out, or drop prefix_hit_rate")
+    filled = [{**g, "tokens": tokens} if isinstance(g, dict) else g for g in entries]
+    return rate, ({**raw, "groups": filled} if groups is not None else {**raw, "tokens": tokens})
+
+
+def parse_session(ctx: Ctx, raw: Any, path: str) -> SessionSpec | AgentSpec | GraphSpec:
+    """``session: {turns, think_time_s}`` (chat turns), ``{kind: agent, ...}`` (tool loops) or
+    ``{kind: graph, ...}`` (call graphs)."""
     if isinstance(raw, dict) and raw.get("kind") == "agent":
         return parse_agent(ctx, raw, path)
+    if isinstance(raw, dict) and raw.get("kind") == "graph":
+        return parse_graph(ctx, raw, path)
     s = keys(ctx, raw, path, {"kind", "turns", "think_time_s"})
-    choice(ctx, s, "kind", path, ("chat", "agent"), "chat")
+    choice(ctx, s, "kind", path, ("chat", "agent", "graph"), "chat")
     turns = distribution(ctx, s, "turns", path, minimum=1) or parse_distribution(3, "turns", minimum=1)
     think = distribution(ctx, s, "think_time_s", path, integer=False) or parse_distribution(0, "think", integer=False)
     return SessionSpec(turns=turns, think_time_s=think)
@@ -171,16 +203,18 @@ def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str)
         raise ctx.error(f"{path}.ignore_eos", f"expected true or false, got {d['ignore_eos']!r}")
     session = parse_session(ctx, d["session"], f"{path}.session") if "session" in d else None
     agent = session if isinstance(session, AgentSpec) else None
+    graph = session if isinstance(session, GraphSpec) else None
     session = session if isinstance(session, SessionSpec) else None
     dataset = parse_dataset(ctx, d["dataset"], f"{path}.dataset", base_dir) if "dataset" in d else None
     arrival = parse_arrival(ctx, d["arrival"], f"{path}.arrival") if "arrival" in d else ArrivalSpec("closed")
-    if (session is not None or agent is not None) and arrival.mode == "open":
+    if (session is not None or agent is not None or graph is not None) and arrival.mode == "open":
         raise ctx.error(f"{path}.arrival", "open-loop arrivals and multi-turn sessions do not mix: a session's "
                         "next turn waits for the reply")
     trace = parse_trace_section(ctx, d["trace"], f"{path}.trace", base_dir) if "trace" in d else None
-    _check_combinations(ctx, d, path, endpoint, trace is not None, agent is not None)
+    _check_combinations(ctx, d, path, endpoint, trace is not None, agent is not None or graph is not None)
     inp = distribution(ctx, d, "input_tokens", path)
     out = distribution(ctx, d, "output_tokens", path, minimum=1)
+    intended_hit_rate, prefix = hit_rate_prefix(ctx, d, path, inp)
     given_lengths = dataset is not None or trace is not None
     return WorkloadSpec(
         name=name,
@@ -193,7 +227,8 @@ def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str)
         ignore_eos=bool(d.get("ignore_eos", False)),
         input_tokens=inp if inp is not None or given_lengths else parse_distribution(256, "input_tokens"),
         output_tokens=out if out is not None or given_lengths else parse_distribution(128, "output_tokens"),
-        prefix_groups=parse_prefix(ctx, d["prefix"], f"{path}.prefix") if "prefix" in d else (),
+        prefix_groups=parse_prefix(ctx, prefix, f"{path}.prefix") if prefix is not None else (),
+        intended_hit_rate=intended_hit_rate,
         max_concurrent=whole(ctx, d, "max_concurrent", path, default=None),
         session=session,
         dataset=dataset,
@@ -204,6 +239,7 @@ def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str)
         trace=trace,
         images=parse_images(ctx, d["images"], f"{path}.images") if "images" in d else None,
         agent=agent,
+        graph=graph,
         response_format=parse_response_format(ctx, d["response_format"], f"{path}.response_format")
         if "response_format" in d else None,
     )
@@ -212,11 +248,11 @@ def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str)
 def _check_combinations(ctx: Ctx, d: dict, path: str, endpoint: str, trace: bool, agent: bool) -> None:
     """Sections that cannot work together: one message naming the first conflicting key."""
     if trace:
-        for key in ("prefix", "session", "dataset", "arrival", "input_tokens", "output_tokens"):
+        for key in ("prefix", "prefix_hit_rate", "session", "dataset", "arrival", "input_tokens", "output_tokens"):
             if key in d:
                 raise ctx.error(f"{path}.{key}", "does not go with trace: the trace gives the arrival times, the "
                                 "lengths and (hash_ids) the shared prefixes")
-    for key in ("dataset", "prefix"):
+    for key in ("dataset", "prefix", "prefix_hit_rate"):
         if agent and key in d:
             raise ctx.error(f"{path}.{key}", "does not go with an agent session: tasks are generated (a shared "
                             "start is the tools and system_prompt)")

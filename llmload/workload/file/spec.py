@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmload.metrics.slo import SLO
+from llmload.workload.call_graph import GraphSpec
 from llmload.workload.distributions import Distribution
 
 
@@ -99,6 +100,7 @@ class WorkloadSpec:
     input_tokens: Distribution | None = None
     output_tokens: Distribution | None = None
     prefix_groups: tuple[PrefixGroup, ...] = ()
+    intended_hit_rate: float | None = None  # prefix_hit_rate: the share of prompt tokens meant to be a cache hit
     max_concurrent: int | None = None
     session: SessionSpec | None = None
     dataset: DatasetSpec | None = None
@@ -109,11 +111,14 @@ class WorkloadSpec:
     trace: TraceSpec | None = None
     images: ImagesSpec | None = None
     agent: AgentSpec | None = None
+    graph: GraphSpec | None = None  # session: {kind: graph}: call-graph sessions
     response_format: dict[str, Any] | None = None  # passed through to the request body
 
     def expected_prefix_hit_ratio(self) -> float | None:
         """Share of prompt tokens a warm prefix cache can serve: whole 16-token blocks of the
         shared prefix ÷ prefix + mean unique part. An upper bound (first uses and evictions miss)."""
+        if self.intended_hit_rate is not None:
+            return self.intended_hit_rate
         if not self.prefix_groups:
             return None
         unique = self.input_tokens.mean if self.input_tokens is not None else 256.0

@@ -1,0 +1,101 @@
+"""A call-graph session in one user (issue 23): every call in a greenlet of its own that waits for
+its parents, sleeps its tool or think time, and sends on a connection of the user's that no other
+call holds, so a fan-out really runs in parallel. The session is recorded as a task
+(:mod:`llmload.metrics.agent_tasks`) when every call has ended.
+
+A call whose parent failed is not sent, and the session's outcome is ``failed``. A test that ends
+mid-session kills the calls in flight (their rows say ``cancelled``) and records no task.
+
+Usage (what :class:`~llmload.plugin.users.LLMUser` does)::
+
+    pool = ConnectionPool(user.transport, make_another)
+    run_graph_session(user, GraphSession(...), pool)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import gevent
+from gevent.event import Event
+
+from llmload.metrics.agent_tasks import TaskTracker
+from llmload.workload.graph_session import CallResult, GraphSession
+
+MAX_CONNECTIONS = 64  # per user: a graph wider than this waits for a free connection
+
+
+class ConnectionPool:
+    """The user's own connection first, more made on demand (bounded) for calls that overlap."""
+
+    def __init__(self, first: Any, make: Callable[[], Any], limit: int = MAX_CONNECTIONS) -> None:
+        self._idle = [first]
+        self._all = [first]
+        self._make = make
+        self._limit = limit
+        self._freed = Event()
+
+    @contextmanager
+    def borrow(self) -> Iterator[Any]:
+        while not self._idle and len(self._all) >= self._limit:
+            self._freed.clear()
+            self._freed.wait()
+        if self._idle:
+            conn = self._idle.pop()
+        else:
+            conn = self._make()
+            self._all.append(conn)
+        try:
+            yield conn
+        finally:
+            self._idle.append(conn)
+            self._freed.set()
+
+    @property
+    def size(self) -> int:
+        return len(self._all)
+
+    def close_extra(self) -> None:
+        """Close every connection but the user's own (at the user's stop)."""
+        for conn in self._all[1:]:
+            conn.close()
+        self._all = self._all[:1]
+        self._idle = list(self._all)
+
+
+def run_graph_session(user: Any, session: GraphSession, pool: ConnectionPool) -> None:
+    graph, think_s = session.start()
+    if think_s > 0:
+        gevent.sleep(think_s)  # between sessions
+    tracker = TaskTracker(session.spec.name, session.session_id)
+    results: dict[str, CallResult] = {}
+    ended = {c.id: Event() for c in graph.calls}
+    turn = {c.id: i + 1 for i, c in enumerate(graph.calls)}
+
+    def run(call: Any) -> None:
+        try:
+            for parent in call.after:
+                ended[parent].wait()
+            if not all(results[p].ok for p in call.after):
+                results[call.id] = CallResult((), "", False)  # not sent: its input never came
+                return
+            if call.wait_s > 0:
+                gevent.sleep(call.wait_s)  # the tool runs (from the end of the last parent)
+            request = session.request(call, results, turn[call.id])
+            with pool.borrow() as conn:
+                rec = user.send_capped(request, transport=conn)
+            tracker.add(rec)
+            results[call.id] = CallResult(tuple(request.messages or ()), rec.text, rec.ok)
+        finally:
+            ended[call.id].set()
+
+    calls = [gevent.spawn(run, c) for c in graph.calls]
+    try:
+        gevent.joinall(calls, raise_error=True)
+    except BaseException:
+        gevent.killall(calls, block=True)  # the test ended (or a call raised): no call outlives its session
+        raise
+    failed = any(not results.get(c.id, CallResult((), "", False)).ok for c in graph.calls)
+    user.plugin.record_task(tracker.finish("failed" if failed else "answered"))
