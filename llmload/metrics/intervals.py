@@ -1,5 +1,5 @@
 """95 % intervals of a sample's percentile and mean. Pure numpy; the report's verdicts
-(:mod:`llmload.report.confidence`) and the step shape's precision stop (:mod:`llmload.shapes.precision`)
+(:mod:`llmload.metrics.confidence`) and the step shape's precision stop (:mod:`llmload.shapes.precision`)
 both use these, so a step the shape ended as "known to 5 %" shows that interval in the report.
 
 * A percentile's interval is a distribution-free order-statistic one: with n sorted samples, the
