@@ -76,7 +76,7 @@ STRUCTURE_TEST = os.path.join(ROOT, "tests", "unit", "test_structure.py")
 
 def cell(text: str) -> str:
     """Text that stays one Markdown table cell (a pipe inside a code span does not split it)."""
-    return text.replace("|", "\\|").replace("\n", " ")
+    return text.replace("%%", "%").replace("|", "\\|").replace("\n", " ")  # argparse help doubles its %
 
 
 def plugin_table() -> str:

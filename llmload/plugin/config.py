@@ -314,7 +314,10 @@ def _check_shape(environment: Any, shape: dict[str, Any]) -> None:
                                 ("--search-min", "search_min", "search_min"),
                                 ("--search-max", "search_max", "search_max"),
                                 ("--search-precision", "search_precision", "search_precision"),
-                                ("--search-warmup-s", "search_warmup_s", "search_warmup_s")):
+                                ("--search-warmup-s", "search_warmup_s", "search_warmup_s"),
+                                ("--step-precision", "step_precision", "step_precision"),
+                                ("--step-warmup-s", "step_warmup_s", "step_warmup_s"),
+                                ("--step-sample-floor", "step_sample_floor", "step_sample_floor")):
         value, where = option(environment, key), flag
         if value is None and yaml_key in shape:
             value, where = shape[yaml_key], where_yaml + yaml_key

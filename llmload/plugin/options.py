@@ -69,6 +69,14 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--step-seconds", dict(type=float, default=0.0, help="step shape: seconds each step lasts")),
     ("--step-spawn-rate", dict(type=float, default=0.0, help="step shape: users started per second when a step "
                                                              "begins")),
+    ("--step-precision", dict(type=float, default=0.0, metavar="PCT",
+                              help="step shape: end a step early once the 95 %% intervals of its SLO percentiles "
+                                   "(else TTFT and TPOT p95) are within PCT %% of their values and the sample floor "
+                                   "is met; --step-seconds stays the cap (0: off)")),
+    ("--step-warmup-s", dict(type=float, default=0.0, help="step shape with --step-precision: seconds after each "
+                                                           "change not judged (default: --search-warmup-s, 5)")),
+    ("--step-sample-floor", dict(type=int, default=0, help="step shape with --step-precision: ok requests a step "
+                                                           "needs before it may end early (default 30)")),
     ("--slo-stop-after", dict(type=float, default=0.0, help="step shape: act when a step's verdict (as "
                                                             "llmload report judges it) stays broken this many "
                                                             "seconds (0: off)")),

@@ -21,13 +21,13 @@ from llmload.report.model import DEFAULT_WARMUP_S, Report, ReportOptions, Sectio
 from llmload.report.prefix_truth import check_intended_hits
 from llmload.report.run_identity import read_manifest, search_warmup, search_windows
 from llmload.report.server import attach_server_metrics
-from llmload.report.steps import measure_steps
+from llmload.report.steps import mark_step_endings, measure_steps
 
 
 def prefix_cache_stats(df: pd.DataFrame) -> dict[str, Any] | None:
     if "cached_tokens" not in df.columns:
         return None
-    ok = df[df["ok"]]
+    ok = df.loc[df["ok"].to_numpy(), [c for c in ("cached_tokens", "ttft_ms", "prompt_tokens") if c in df.columns]]
     cached = ok["cached_tokens"]
     if not cached.notna().any():
         return None
@@ -117,7 +117,7 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
     if loaded.warmup_rows:
         notes.append(f"{loaded.warmup_rows} request(s) of the run's warm-up (--warmup-seconds, phase=warmup) are left "
                      "out of every step, capacity and cost")
-    scenario_names = [str(s) for s in df["scenario"].astype(str).unique()]
+    scenario_names = [str(s) for s in df["scenario"].unique()]
     unknown = sorted({s.scenario for s in opts.slos if s.scenario and s.scenario not in scenario_names})
     warnings = list(loaded.warnings) + manifest_warnings
     if unknown:
@@ -135,7 +135,7 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
     scenarios = {}
     if len(scenario_names) > 1:
         for name in scenario_names:
-            sub = df[df["scenario"].astype(str) == name]
+            sub = df[(df["scenario"] == name).to_numpy()]
             mine = slos_for(slos, name)
             scenarios[name] = _section(name, sub, mine, opts, warmup, notes, warnings, mine, scenario_names, name,
                                        windows, gpus)
@@ -144,6 +144,17 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
     overall = _section("all", df, whole, opts, warmup, notes, warnings, judged, scenario_names, scope, windows, gpus)
     if len(scenario_names) == 1:
         scenarios[scenario_names[0]] = overall
+    shape = (manifest or {}).get("shape") or {}
+    early = mark_step_endings(overall.steps, shape.get("step_log"))
+    for sec in scenarios.values():
+        if sec is not overall:
+            mark_step_endings(sec.steps, shape.get("step_log"))
+    if isinstance(shape.get("step_log"), list):
+        pct = shape.get("step_precision_pct")
+        pct_text = f"{pct:g}" if isinstance(pct, int | float) else "?"  # a hand-edited manifest
+        notes.append(f"precision stop (--step-precision {pct_text} %): {early} of "
+                     f"{len(shape['step_log'])} step(s) ended early, once the 95 % intervals of the SLO percentiles "
+                     "were within that share of their values; the others ran to --step-seconds")
     if not overall.steps:
         warnings.append(f"no step lasted longer than the {warmup:g} s warm-up: nothing was measured "
                         "(try --warmup-s 0)")

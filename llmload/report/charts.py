@@ -254,13 +254,13 @@ def errors_per_step(steps: list[dict[str, Any]], label: str = "users") -> str | 
 
 
 def ttft_over_time(df: pd.DataFrame) -> str | None:
-    ok = df[df["ok"]]
-    if ok.empty or "ttft_ms" not in ok:
+    ok = df["ok"].to_numpy(dtype=bool)
+    if not ok.any() or "ttft_ms" not in df:
         return None
     plt = _fig()
     t0 = float(df["start_time"].iloc[0])
-    sec = np.floor(ok["start_time"].to_numpy() - t0)
-    g = pd.DataFrame({"sec": sec, "ttft": ok["ttft_ms"].to_numpy(dtype=float)}).groupby("sec")["ttft"]
+    sec = np.floor(df["start_time"].to_numpy()[ok] - t0)  # arrays, not a copy of every column of the ok rows
+    g = pd.DataFrame({"sec": sec, "ttft": df["ttft_ms"].to_numpy(dtype=float)[ok]}).groupby("sec")["ttft"]
     q = g.quantile([0.5, 0.95]).unstack()
     users = pd.DataFrame({"sec": np.floor(df["start_time"].to_numpy() - t0),
                           "users": df["users"].to_numpy()}).groupby("sec")["users"].max()

@@ -92,18 +92,28 @@ def _verdict_text(d: dict[str, Any]) -> str:
     return v + (f" ({d['note']})" if d.get("note") else "")
 
 
+def _ended_text(d: dict[str, Any]) -> str:
+    """How a step of the precision stop ended (PREFIX_run.json's shape.step_log)."""
+    if "ended" not in d:
+        return "–"
+    return ("early: " if d["ended"] == "precise" else "at the cap: ") + d.get("ended_why", "")
+
+
 def _steps_block(sec: Section, title: str, report: Report) -> Block:
     open_loop = report.level == "arrival_rate"
     header = [report.level_label, *(["users"] if open_loop else []), "measured s", "requests (ok)", "errors",
               "req/s", "out tok/s", "total tok/s", *(f"{m.label} {'/'.join(m.report)}" for m in _REPORTED),
               "goodput req/s", "SLO"]
+    ended = any("ended" in s.data for s in sec.steps)
+    if ended:
+        header.append("step ended")
     rows = []
     for s in sec.steps:
         d = s.data
         rows.append([f'{d["level"]:g}', *([str(d["users"])] if open_loop else []), fmt(d["duration_s"], 1),
                      f'{d["requests"]} ({d["ok"]})', str(d["errors"]), fmt(d["rps"], 3), fmt(d["output_tps"], 1),
                      fmt(d["total_tps"], 1), *(_pq(d[m.row_column], m.report) for m in _REPORTED),
-                     fmt(d["goodput_rps"], 3), _verdict_text(d)])
+                     fmt(d["goodput_rps"], 3), _verdict_text(d), *([_ended_text(d)] if ended else [])])
     return Block(title, 3, header=header, rows=rows)
 
 
@@ -194,6 +204,11 @@ def blocks(report: Report) -> list[Block]:
     return out
 
 
+def _total(rows: Any, column: str) -> int:
+    """A whole-count column's sum, exact: added in float64 (the report reads counts as float32)."""
+    return int(np.nansum(rows[column].to_numpy(dtype=np.float64))) if column in rows else 0
+
+
 def vllm_export(report: Report) -> list[dict[str, Any]]:
     """Per step, the keys of `vllm bench serve --save-result` that the CSV can fill."""
     df = report.df
@@ -201,13 +216,15 @@ def vllm_export(report: Report) -> list[dict[str, Any]]:
     for step in report.overall.steps:
         d = step.data
         m = df["ok"] & (df["start_time"] >= step.measured_from) & (df["start_time"] < step.end)
-        rows = df[m]
+        cols = [c for c in ("prompt_tokens", "completion_tokens", *(x.row_column for x in catalog.ROW_METRICS))
+                if c in df.columns]
+        rows = df.loc[m.to_numpy(), cols]  # only what the export reads: a 10 M-row frame has many columns
         entry: dict[str, Any] = {
             "llmload_users": d["users"], "max_concurrency": d["users"], "duration": d["duration_s"],
             "request_rate": d["arrival_rate"] if d["arrival_rate"] is not None else "inf",
             "completed": int(len(rows)), "failed": d["errors"],
-            "total_input_tokens": int(rows["prompt_tokens"].fillna(0).sum()) if "prompt_tokens" in rows else None,
-            "total_output_tokens": int(rows["completion_tokens"].fillna(0).sum()),
+            "total_input_tokens": _total(rows, "prompt_tokens") if "prompt_tokens" in rows else None,
+            "total_output_tokens": _total(rows, "completion_tokens"),
             "request_throughput": d["rps"], "output_throughput": d["output_tps"],
             "total_token_throughput": d["total_tps"], "request_goodput": d["goodput_rps"],
         }
@@ -282,5 +299,9 @@ def summary_text(report: Report) -> str:
         lines.append(f"plan: {fmt(o.plan.get('replicas'))} replica(s), {fmt(o.plan.get('gpus'))} GPU(s), "
                      f"${fmt_usd(o.plan.get('usd_per_month'))}/month for {o.plan['target_rps']:.3f} req/s")
     lines.append(f"error budget: {report.error_budget}")
+    ended = [s.data for s in o.steps if "ended" in s.data]
+    if ended:
+        lines.append("steps: " + ", ".join(f"{fmt(d['level'])} users " + ("ended early" if d["ended"] == "precise"
+                                                                         else "ran to the cap") for d in ended))
     lines += [f"warning: {w}" for w in report.warnings]
     return "\n".join(lines)

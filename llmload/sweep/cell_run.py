@@ -46,6 +46,8 @@ def locust_command(plan: Plan, cell: Cell, url: str, prefix: str) -> list[str]:
     load = plan.load
     return [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--headless", "--host", url, "--csv", prefix,
             "--steps", ",".join(map(str, load.steps)), "--step-seconds", f"{load.step_seconds:g}",
+            *(["--step-precision", f"{load.step_precision:g}", "--step-warmup-s", f"{load.warmup_s:g}"]
+              if load.step_precision else []),
             "--stop-timeout", "10", "--only-summary", "--no-server-metrics", *cell.workload.locust_args(),
             *[a for s in plan.slos for a in ("--slo", s.text())],
             *[a for u in cell.variant.deployment.gpu_metrics_urls(url) for a in ("--gpu-metrics", u)]]
@@ -158,4 +160,4 @@ def _step(d: dict[str, Any]) -> dict[str, Any]:
     """What the frontier needs of a report step."""
     return {"level": d["level"], "users": d["users"], "rps": d["rps"], "goodput_rps": d["goodput_rps"],
             "output_tps": d["output_tps"], "ok": d["ok"], "thin": d["thin"], "slo_met": d["slo_met"],
-            TTFT_P95: d["ttft_ms"]["p95"], TPOT_P95: d["tpot_ms"]["p95"]}
+            TTFT_P95: d["ttft_ms"]["p95"], TPOT_P95: d["tpot_ms"]["p95"], "ended": d.get("ended")}

@@ -16,7 +16,7 @@ The format (docs/sweep.md has it in full)::
       remote: {host: "http://10.0.0.5:8000", tp: 2, gpu_hourly_usd: 4.0}
     params: {max_num_seqs: [64, 128]}            # a matrix filled into every serve: template that names it
     workloads: {chat: {input_tokens: 512, output_tokens: 128}, rag: {scenario: scenarios/rag.yaml}}
-    load: {steps: [8, 16, 32], step_seconds: 30, warmup_s: 5}
+    load: {steps: [8, 16, 32], step_seconds: 30, warmup_s: 5, step_precision: 5}   # step_precision: optional
     repeats: 1
     reset: none                                  # vllm, sglang, none, or {command: "..."}
 """
@@ -38,7 +38,7 @@ TOP_KEYS = {"slo", "target_rps", "target_users", "headroom", "deployments", "par
 DEPLOYMENT_KEYS = {"host", "serve", "env", "health", "start_timeout_s", "gpus", "tp", "pp", "dp", "gpu_hourly_usd",
                    "gpu_metrics"}
 WORKLOAD_KEYS = {"scenario", "input_tokens", "output_tokens"}
-LOAD_KEYS = {"steps", "step_seconds", "warmup_s"}
+LOAD_KEYS = {"steps", "step_seconds", "warmup_s", "step_precision"}
 RESETS = ("none", "vllm", "sglang")
 HEALTH_PATHS = ("/health", "/v1/models")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # names become folder names: keep them plain
@@ -88,8 +88,9 @@ class Workload:
 @dataclass(frozen=True)
 class Load:
     steps: tuple[int, ...]
-    step_seconds: float
+    step_seconds: float  # with step_precision: the cap
     warmup_s: float = 5.0
+    step_precision: float = 0.0  # > 0: a step ends once its SLO percentiles are known to this % (--step-precision)
 
 
 @dataclass(frozen=True)
@@ -281,7 +282,10 @@ def _load(ctx: Ctx, raw: Any) -> Load:
     if warmup >= step_s:
         raise ctx.error("load.warmup_s", f"{warmup:g} s of warm-up leaves nothing of a {step_s:g} s step to "
                                          "measure: make steps longer or the warm-up shorter")
-    return Load(steps=tuple(steps), step_seconds=step_s, warmup_s=warmup)
+    precision = number(ctx, raw, "step_precision", "load", 0.0)
+    if precision < 0 or precision >= 100:
+        raise ctx.error("load.step_precision", f"expected a percentage in (0, 100), e.g. 5, got {precision:g}")
+    return Load(steps=tuple(steps), step_seconds=step_s, warmup_s=warmup, step_precision=precision)
 
 
 def _reset(ctx: Ctx, raw: Any) -> tuple[str, str | None]:

@@ -31,7 +31,7 @@ def sweep_summary(plan: Plan, cells: list[dict[str, Any]]) -> dict[str, Any]:
     return {"plan": plan.path, "slos": [s.text() for s in plan.slos], "target_rps": plan.target_rps,
             "target_users": plan.target_users, "headroom": plan.headroom, "repeats": plan.repeats,
             "load": {"steps": list(plan.load.steps), "step_seconds": plan.load.step_seconds,
-                     "warmup_s": plan.load.warmup_s},
+                     "warmup_s": plan.load.warmup_s, "step_precision": plan.load.step_precision or None},
             "cells": cells, "frontier": frontier_points(cells),
             "best": best_deployments(cells, plan.target_rps, plan.target_users, plan.headroom)}
 
@@ -49,12 +49,23 @@ def _margin(real: bool | None) -> str:
             None: "unknown (one repeat, or no runner-up)"}[real]
 
 
+def _precision_text(s: dict[str, Any]) -> str:
+    """With step_precision: how many of the cells' steps ended early (each cell's report says why)."""
+    pct = s["load"].get("step_precision")
+    if not pct:
+        return ""
+    steps = [st for c in s["cells"] if c["status"] == "done" for st in c.get("steps") or []]
+    early = sum(1 for st in steps if st.get("ended") == "precise")
+    return (f" Precision stop at {pct:g} %: {early} of {len(steps)} steps ended early (their SLO percentiles' 95 % "
+            "intervals were that close); the rest ran to the step seconds, their cap.")
+
+
 def sweep_blocks(s: dict[str, Any]) -> list[Block]:
     done = [c for c in s["cells"] if c["status"] == "done"]
     out = [Block("llmload sweep", 1, text=[
         f"Plan `{s['plan']}`: {len(s['cells'])} cells, {len(done)} finished. SLOs: {', '.join(s['slos']) or 'none'}; "
         f"target {_target(s)}; headroom {s['headroom']:g}; steps {','.join(map(str, s['load']['steps']))} users of "
-        f"{s['load']['step_seconds']:g} s (warm-up {s['load']['warmup_s']:g} s)."])]
+        f"{s['load']['step_seconds']:g} s (warm-up {s['load']['warmup_s']:g} s)." + _precision_text(s)])]
     rows = []
     for w, b in s["best"].items():
         ru = b.get("runner_up") or {}
