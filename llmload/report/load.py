@@ -34,7 +34,8 @@ TEXT = ("request_id", "scenario", "status", "token_source", "finish_reason", "se
 # whose value the report prints or compares (times, latencies, arrival rates); float32 for whole
 # counts (exact below 2**24); categories for the repeated strings.
 KEEP_FLOAT64 = ("start_time", *(m.row_column for m in catalog.ROW_METRICS), "arrival_rate", "scheduled_time")
-KEEP_FLOAT32 = ("users", "prompt_tokens", "cached_tokens", "completion_tokens", "turn", "requested_image_tokens")
+KEEP_FLOAT32 = ("users", "prompt_tokens", "cached_tokens", "completion_tokens", "turn", "requested_image_tokens",
+                "inputs")
 KEEP_CATEGORY = ("scenario", "status", "run_id", "session_id", "step_kind", "finish_reason", "phase")
 KEEP_TEXT = ("call_id", "call_after")  # a call graph's ids: kept as text (nearly every value differs)
 CHUNK_ROWS = 1_000_000
