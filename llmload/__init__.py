@@ -21,6 +21,8 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "LLMUser": "llmload.plugin.users",
     "LLMCompletionsUser": "llmload.plugin.users",
+    "LLMEmbeddingsUser": "llmload.plugin.embeddings_user",
+    "LLMRerankUser": "llmload.plugin.rerank_user",
     "users_from_scenario": "llmload.plugin.users",
     "StepLoadShape": "llmload.shapes.load_shapes",
     "RampLoadShape": "llmload.shapes.load_shapes",

@@ -55,7 +55,7 @@ def _report_options(args: argparse.Namespace):
         daily_requests=getattr(args, "daily_requests", None), peak_factor=getattr(args, "peak_factor", 1.0),
         headroom=getattr(args, "headroom", 0.3), output_cost_weight=args.output_cost_weight,
         error_budget=parse_error_budget(args.error_budget), sample_floor=args.sample_floor,
-        run_id=getattr(args, "run_id", None))
+        run_id=getattr(args, "run_id", None), usd_per_kwh=args.usd_per_kwh, allow_throttled=args.allow_throttled)
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -72,15 +72,17 @@ def _report(args: argparse.Namespace) -> int:
         return 2
     print(summary_text(report))
     print("wrote " + ", ".join(paths))
-    if args.archive and not args.no_archive:  # off unless asked for, for now (tests and CI never write ~/.local)
+    if not args.no_archive:
         from llmload.report.archive import Archive, ArchiveError
 
         try:
-            with Archive.open(args.archive) as a:
+            with Archive.open(args.archive) as a:  # None: $LLMLOAD_ARCHIVE, else ~/.local/share/llmload
                 print(f"archived as run {a.add(report)} in {a.path}")
         except ArchiveError as e:
-            print(f"llmload report: {e}", file=sys.stderr)
-            return 2
+            if args.archive:  # the archive asked for: its failure is the command's
+                print(f"llmload report: {e}", file=sys.stderr)
+                return 2
+            print(f"llmload report: warning: not archived: {e}", file=sys.stderr)  # the report itself is written
     return 0
 
 
@@ -233,6 +235,10 @@ def _judging_arguments(p: argparse.ArgumentParser) -> None:
                    "(default 30); a thinner step is never capacity")
     p.add_argument("--output-cost-weight", type=float, help="price an output token as this many input tokens "
                    "to split cost between input and output")
+    p.add_argument("--usd-per-kwh", type=float, help="price of a kWh: the GPUs' energy cost beside the GPU-hour "
+                   "cost (runs with --gpu-metrics)")
+    p.add_argument("--allow-throttled", action="store_true", help="let a step whose GPUs throttled or logged an "
+                   "XID error be capacity (default: never)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -260,7 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "--target-rps")
     rep.add_argument("--peak-factor", type=float, default=1.0, help="peak rate ÷ average rate (default 1)")
     rep.add_argument("--headroom", type=float, default=0.3, help="share of capacity kept free (default 0.3)")
-    rep.add_argument("--archive", metavar="PATH", help="add the run to this SQLite archive (off unless given)")
+    rep.add_argument("--archive", metavar="PATH", help="add the run to this SQLite archive (default "
+                     "$LLMLOAD_ARCHIVE or ~/.local/share/llmload/runs.sqlite)")
     rep.add_argument("--no-archive", action="store_true", help="do not archive the run")
     rep.set_defaults(func=_report)
 

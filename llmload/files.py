@@ -3,7 +3,7 @@
 Names, plus the one way a whole file is written (:func:`replace_atomically`: a reader never sees
 half a file). Every writer (the plugin, the web UI's downloads, calibrate, the demo) and every
 reader (the report, compare, calibrate) takes the names from here: the files' suffixes, the
-columns of PREFIX_requests.csv and PREFIX_server_metrics.csv, and a row's cells by name.
+columns of PREFIX_requests.csv and PREFIX_server_metrics.csv (and PREFIX_gpu_metrics.csv), and a row's cells by name.
 (PREFIX_llm_stats.csv's and PREFIX_llm_history.csv's metric columns follow :mod:`llmload.metrics.catalog`:
 :mod:`llmload.metrics.stats` and :mod:`llmload.plugin.run_files` spell them.)
 
@@ -28,6 +28,7 @@ REQUESTS = "_requests.csv"  # one row per request (metrics.record.CSV_COLUMNS)
 LLM_STATS = "_llm_stats.csv"  # one row per scenario and the aggregate, at the end of a run
 HISTORY = "_llm_history.csv"  # one row per scenario per live interval
 SERVER_METRICS = "_server_metrics.csv"  # long format: time,endpoint,metric,labels,value
+GPU_METRICS = "_gpu_metrics.csv"  # the same long format, dcgm-exporter's DCGM_* series (--gpu-metrics)
 MANIFEST = "_run.json"  # what the run was (plugin.run_manifest)
 WORKER_REQUESTS = "_requests.worker{index}.csv"  # a worker's own copy of its rows, on its own disk
 
@@ -37,10 +38,11 @@ REQUESTS_COLUMNS = (
     "tpot_ms", "e2e_ms", "itl_max_ms", "prompt_tokens", "cached_tokens", "completion_tokens",
     "max_tokens", "token_source", "finish_reason", "users", "worker", "session_id", "turn", "error",
     "scheduled_time", "requested_input_tokens", "arrival_rate", "run_id", "coalesced_reads", "step_kind",
-    "requested_image_tokens", "backoff_ms", "call_id", "call_after", "trace_id",
+    "requested_image_tokens", "backoff_ms", "call_id", "call_after", "trace_id", "phase", "inputs",
 )
+WARMUP_PHASE = "warmup"  # the phase cell of a request that started in the --warmup-seconds warm-up (else empty)
 
-# PREFIX_server_metrics.csv, long format: one row per sample per scrape
+# PREFIX_server_metrics.csv and PREFIX_gpu_metrics.csv, long format: one row per sample per scrape
 SERVER_METRICS_COLUMNS = ("time", "endpoint", "metric", "labels", "value")
 
 RequestsColumns = namedtuple("RequestsColumns", REQUESTS_COLUMNS)  # type: ignore[misc]  # fields from the tuple

@@ -65,6 +65,9 @@ COLUMN_MEANINGS = {
     "call_id": "call-graph sessions (`session: {kind: graph}`): this call's id in its session's graph",
     "call_after": "call-graph sessions: the ids of the calls this one waited for, joined by `+` (empty: the first)",
     "trace_id": "`--trace-context`: the W3C trace id (32 hex digits) of the `traceparent` header the request carried",
+    "phase": "`warmup`: the request started in the run's `--warmup-seconds` warm-up, which the report, the SLO "
+             "stop and the search leave out (empty otherwise)",
+    "inputs": "embeddings: how many inputs the request's batch had (empty for the streaming endpoints)",
 }
 
 PAGES = {name: os.path.join(ROOT, "docs", f"{name}.md") for name in ("options", "files", "architecture")}
@@ -73,7 +76,7 @@ STRUCTURE_TEST = os.path.join(ROOT, "tests", "unit", "test_structure.py")
 
 def cell(text: str) -> str:
     """Text that stays one Markdown table cell (a pipe inside a code span does not split it)."""
-    return text.replace("|", "\\|").replace("\n", " ")
+    return text.replace("%%", "%").replace("|", "\\|").replace("\n", " ")  # argparse help doubles its %
 
 
 def plugin_table() -> str:

@@ -235,6 +235,7 @@ def ensure_llama_server(jobs: int | None = None, log: Log = _stderr) -> Path:
 
 # --- the tiny model ---------------------------------------------------------------------------
 
+WEIGHT_TYPES = {"F32": "ALL_F32", "F16": "MOSTLY_F16", "Q8_0": "MOSTLY_Q8_0"}  # → gguf.LlamaFileType
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
@@ -273,9 +274,16 @@ def write_tiny_model(
     context_length: int = 32768,
     plain_output: bool = True,
     eos_first: bool = False,
+    weights: str = "F32",
 ) -> Path:
     """Write a random-weight Llama GGUF (f32, ~0.5 MB) with a SentencePiece vocabulary and a
     chatml template. Same seed, same bytes.
+
+    ``weights``: the type of the weight matrices, ``F32``, ``F16`` or ``Q8_0`` (quantised here with
+    the ``gguf`` package's own Q8_0 code: blocks of 32 weights, one f16 scale each, as llama-quantize
+    writes them); the norms stay f32, as llama.cpp's converters keep them. Serve a Q8_0 file with
+    ``--no-repack``: this llama.cpp's CPU backend repacks Q8_0 weights into interleaved rows at load
+    and crashes (SIGSEGV) on matrices this small; unrepacked, it serves them.
 
     With ``plain_output`` the model practically never samples a special or a byte token: its
     replies never end by themselves (a request without ``ignore_eos`` still runs to
@@ -289,6 +297,9 @@ def write_tiny_model(
     reply ends at once unless the request sets ``ignore_eos``, which a test can then check."""
     import gguf  # only the model writer needs it
     import numpy as np
+
+    if weights not in WEIGHT_TYPES:
+        raise ValueError(f"weights={weights!r}: expected one of {', '.join(WEIGHT_TYPES)}")
 
     rng = np.random.default_rng(seed)
     tokens, scores, types = tiny_vocab()
@@ -313,7 +324,7 @@ def write_tiny_model(
     writer.add_rope_freq_base(10000.0)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_vocab_size(n_vocab)
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_file_type(getattr(gguf.LlamaFileType, WEIGHT_TYPES[weights]))
 
     writer.add_tokenizer_model("llama")
     writer.add_tokenizer_pre("default")
@@ -335,9 +346,18 @@ def write_tiny_model(
         output[:, 0] = [2.0 if t == 1 else -2.0 for t in types]  # NORMAL pieces only
         if eos_first:
             output[tokens.index("</s>"), 0] = 4.0
-    writer.add_tensor("token_embd.weight", embd)
+    def matrix(name: str, data: np.ndarray) -> None:
+        if weights == "F16":
+            writer.add_tensor(name, data.astype(np.float16))
+        elif weights == "Q8_0":
+            q8 = gguf.GGMLQuantizationType.Q8_0
+            writer.add_tensor(name, gguf.quants.quantize(data, q8), raw_dtype=q8)
+        else:
+            writer.add_tensor(name, data)
+
+    matrix("token_embd.weight", embd)
     writer.add_tensor("output_norm.weight", np.ones(n_embd, dtype=np.float32))
-    writer.add_tensor("output.weight", output)
+    matrix("output.weight", output)
     for i in range(n_layer):
         attn_out = w(n_embd, n_embd)
         ffn_down = w(n_embd, n_ff)
@@ -345,14 +365,14 @@ def write_tiny_model(
             attn_out[0, :] = 0.0
             ffn_down[0, :] = 0.0
         writer.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(n_embd, dtype=np.float32))
-        writer.add_tensor(f"blk.{i}.attn_q.weight", w(n_embd, n_embd))
-        writer.add_tensor(f"blk.{i}.attn_k.weight", w(n_embd_kv, n_embd))
-        writer.add_tensor(f"blk.{i}.attn_v.weight", w(n_embd_kv, n_embd))
-        writer.add_tensor(f"blk.{i}.attn_output.weight", attn_out)
+        matrix(f"blk.{i}.attn_q.weight", w(n_embd, n_embd))
+        matrix(f"blk.{i}.attn_k.weight", w(n_embd_kv, n_embd))
+        matrix(f"blk.{i}.attn_v.weight", w(n_embd_kv, n_embd))
+        matrix(f"blk.{i}.attn_output.weight", attn_out)
         writer.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(n_embd, dtype=np.float32))
-        writer.add_tensor(f"blk.{i}.ffn_gate.weight", w(n_ff, n_embd))
-        writer.add_tensor(f"blk.{i}.ffn_up.weight", w(n_ff, n_embd))
-        writer.add_tensor(f"blk.{i}.ffn_down.weight", ffn_down)
+        matrix(f"blk.{i}.ffn_gate.weight", w(n_ff, n_embd))
+        matrix(f"blk.{i}.ffn_up.weight", w(n_ff, n_embd))
+        matrix(f"blk.{i}.ffn_down.weight", ffn_down)
 
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -442,6 +462,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     m = sub.add_parser("model", help="write the tiny random-weight model")
     m.add_argument("path")
     m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--weights", choices=list(WEIGHT_TYPES), default="F32", help="type of the weight matrices")
     s = sub.add_parser("serve", help="serve the tiny model until interrupted; server args after -- "
                                      "(default: 4 slots of 4096 tokens, --metrics)")
     s.add_argument("--port", type=int, default=0, help="default: a free port the server picks")
@@ -452,7 +473,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.cmd == "build":
             print(ensure_llama_server(args.jobs))
         elif args.cmd == "model":
-            print(write_tiny_model(args.path, seed=args.seed))
+            print(write_tiny_model(args.path, seed=args.seed, weights=args.weights))
         else:
             model = args.model or str(write_tiny_model(cache_root() / "tiny-llama.gguf"))
             extra = [a for a in args.server_args if a != "--"] or server_args()

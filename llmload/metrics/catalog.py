@@ -147,6 +147,31 @@ share of prompt tokens) before the summary and the report warn."""
 TASK_SYNONYMS = ("session",)
 """SLO stems that mean task time: a call-graph session is a task (``session_p95_s`` = ``task_p95_s``)."""
 
+
+@dataclass(frozen=True)
+class Rate:
+    """A throughput declared once: a PREFIX_requests.csv column summed per second of a window, each
+    ok request spread over its lifetime (as the report's rps and token rates are)."""
+
+    name: str
+    """Its key in a report.json step entry (``inputs_per_s``)."""
+    label: str
+    """What a reader sees (``inputs/s``)."""
+    description: str
+    row_column: str
+    """The requests column it sums (``inputs``)."""
+
+
+RATES: tuple[Rate, ...] = (
+    Rate("inputs_per_s", "inputs/s", "embeddings: the inputs of ok requests per second (their batches' sizes)",
+         "inputs"),
+    Rate("input_tps", "input tok/s", "embeddings: the input tokens of ok requests per second (usage.prompt_tokens)",
+         "prompt_tokens"),
+)
+"""The whole-body endpoints' throughputs (a section whose rows carry ``inputs``: embeddings), in display order."""
+RATES_WHEN = "inputs"
+"""The column whose values make a section report :data:`RATES`."""
+
 RENAMED: dict[str, str] = {
     "worst_stall_ms": BY_NAME["itl_max"].key("max"),  # live rows, PREFIX_llm_history.csv, live/history.json
 }

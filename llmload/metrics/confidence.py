@@ -1,11 +1,8 @@
 """How sure a step's numbers are: 95 % intervals and "borderline" SLO verdicts. Pure numpy.
 
-* A percentile's interval is an order-statistic one: with n sorted samples, the number of
-  samples below the true q-quantile is Binomial(n, q), so ``[x_(l), x_(u)]`` (1-based ranks)
-  with l = ⌊nq + ½ − z·√(nq(1−q))⌋ and u = ⌈nq + ½ + z·√(nq(1−q))⌉ (normal approximation with
-  continuity correction, z = 1.96) holds it 95 % of the time. A rank outside 1..n leaves that
-  side open (None): 30 samples cannot bound a p95 from above, and it takes ~72.
-* A mean's interval is mean ± z·s/√n. An error rate's is Wilson's score interval.
+* A percentile's and a mean's interval are :mod:`llmload.metrics.intervals`' (order statistics;
+  mean ± z·s/√n), shared with the step shape's precision stop. An error rate's is Wilson's score
+  interval.
 * An SLO verdict is **borderline** when its limit lies inside the interval: more requests could
   flip it. (An error rate with no failure is never borderline: the budget is about failures seen.)
   How many more requests would settle it, roughly, if the samples keep their shape: for a
@@ -28,34 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from llmload.metrics.intervals import Z95, mean_ci, quantile_ci
 from llmload.metrics.slo import ERROR_RATE, SLO
 
-Z95 = 1.959964
-
-
-def quantile_ci(values: np.ndarray, q: float, z: float = Z95) -> tuple[float | None, float | None]:
-    """95 % interval of the ``q``-th percentile (0..100) of ``values`` (NaN-free); None: open side."""
-    n = len(values)
-    if not n:
-        return None, None
-    p = q / 100.0
-    half = z * math.sqrt(n * p * (1.0 - p))
-    lo_rank = math.floor(n * p + 0.5 - half)
-    hi_rank = math.ceil(n * p + 0.5 + half)
-    ranks = [r - 1 for r in (lo_rank, hi_rank) if 1 <= r <= n]
-    got = np.partition(values, ranks) if ranks else values
-    lo = float(got[lo_rank - 1]) if 1 <= lo_rank <= n else None
-    hi = float(got[hi_rank - 1]) if 1 <= hi_rank <= n else None
-    return lo, hi
-
-
-def mean_ci(values: np.ndarray, z: float = Z95) -> tuple[float | None, float | None]:
-    n = len(values)
-    if n < 2:
-        return None, None
-    m, s = float(values.mean()), float(values.std(ddof=1))
-    return m - z * s / math.sqrt(n), m + z * s / math.sqrt(n)
-
+__all__ = ["Z95", "judge", "mean_ci", "quantile_ci", "settle_text", "wilson_ci"]
 
 def wilson_ci(errors: int, n: int, z: float = Z95) -> tuple[float | None, float | None]:
     if not n:

@@ -72,6 +72,8 @@ class RequestMeta:
     call_id: str = ""  # call-graph sessions: the call's id, and the calls it waited for ("a+b")
     call_after: str = ""
     trace_id: str = ""  # --trace-context: the W3C trace id its traceparent header carried
+    phase: str = ""  # "warmup": started in the run's warm-up (the process that writes the CSV marks it)
+    inputs: int | None = None  # embeddings: the batch's number of inputs
 
 
 @dataclass(slots=True)
@@ -118,6 +120,7 @@ class RequestRecord:
             None if m.scheduled_time is None else round(m.scheduled_time, 6), m.requested_input_tokens,
             m.arrival_rate, m.run_id or None, self.coalesced_reads, m.step_kind, m.requested_image_tokens,
             rounded(self.backoff_ms), m.call_id or None, m.call_after or None, m.trace_id or None,
+            m.phase or None, m.inputs,
         )
 
 
@@ -154,7 +157,7 @@ class StreamAccumulator:
     """
 
     __slots__ = ("t0", "times", "first_visible", "last_event", "finish_reason", "usage", "error", "done",
-                 "bad", "texts", "want_text", "unknown_gaps", "content_encoding", "tool_pieces")
+                 "bad", "texts", "want_text", "unknown_gaps", "content_encoding", "tool_pieces", "end_event")
 
     def __init__(self, t0: float, want_text: bool = False) -> None:
         self.t0 = t0
@@ -171,6 +174,9 @@ class StreamAccumulator:
         self.unknown_gaps: list[tuple[int, int]] = []  # (first index, count) of events read together
         self.content_encoding = ""
         self.tool_pieces: list = []  # delta.tool_calls pieces, kept with want_text
+        # The event a stream must end with to be whole (the Messages API's message_stop), or None
+        # when a finish reason is enough (chat and completions: [DONE] is optional on some servers).
+        self.end_event: str | None = None
 
     def coalesced(self, first: int, count: int) -> None:
         """Output events ``first .. first + count - 1`` arrived in one read (one timestamp)."""
@@ -200,7 +206,10 @@ class StreamAccumulator:
         if chunk.finish_reason is not None:
             self.finish_reason = chunk.finish_reason
         if chunk.usage is not None:
-            self.usage = chunk.usage
+            # A usage without the prompt's count completes the one before (the Messages API sends the
+            # prompt's in message_start and the output's in message_delta); chat's usage is whole.
+            usage = self.usage
+            self.usage = chunk.usage if usage is None or "prompt_tokens" in chunk.usage else {**usage, **chunk.usage}
         if chunk.error is not None and self.error is None:
             self.error = chunk.error
         if chunk.bad is not None and self.bad is None:
@@ -260,6 +269,10 @@ class StreamAccumulator:
             rec.status, rec.error = TIMEOUT, detail or "no progress within the request timeout"
         elif end_state == "connect_error":
             rec.status, rec.error = CONNECT_ERROR, detail
+        elif self.end_event is not None and not self.done:
+            rec.status = PROTOCOL_ERROR
+            rec.error = (f"the stream ended without {self.end_event}" if end_state == "complete"
+                         else f"connection closed before {self.end_event}" + (f": {detail}" if detail else ""))
         elif not self.done and self.finish_reason is None:
             rec.status = TRUNCATED
             rec.error = detail or ("stream ended without [DONE] or finish_reason"
@@ -275,6 +288,18 @@ class StreamAccumulator:
         if rec.ttft_ms is not None and n is not None and n >= 2:
             rec.tpot_ms = (rec.e2e_ms - rec.ttft_ms) / (n - 1)
         return rec
+
+
+def whole_body_record(meta: RequestMeta, latency_ms: float, http_status: int, error: str | None,
+                      prompt_tokens: int | None) -> RequestRecord:
+    """A whole-body request (embeddings): ``ok`` with its latency (t0 to the body's last bytes) as E2E
+    and the usage's prompt tokens, or ``protocol_error`` with what was wrong with the body. No TTFT,
+    no output tokens."""
+    if error is not None:
+        return RequestRecord(meta=meta, status=PROTOCOL_ERROR, http_status=http_status, e2e_ms=latency_ms,
+                             prompt_tokens=prompt_tokens, error=error[:500])
+    return RequestRecord(meta=meta, status=OK, http_status=http_status, e2e_ms=latency_ms, prompt_tokens=prompt_tokens,
+                         completion_tokens=0, token_source="usage" if prompt_tokens is not None else "")
 
 
 def failed_record(meta: RequestMeta, status: str, error: str, http_status: int | None = None,

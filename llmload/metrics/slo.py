@@ -21,7 +21,7 @@ Usage::
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -191,17 +191,3 @@ def window_value(slo: SLO, s: WindowStats, min_samples: int = MIN_SAMPLES) -> fl
     q = slo.quantile
     return h.mean if q is None else h.percentile(q)
 
-
-def broken_slos(slos: Iterable[SLO], per: Mapping[str, WindowStats], total: WindowStats) -> list[str]:
-    """The SLOs a window breaks, as text (``[scenario:]metric=value>limit``). Unscoped SLOs are
-    judged on ``total`` (every scenario together), scoped ones on their scenario."""
-    out = []
-    for slo in slos:
-        s = total if slo.scenario is None else per.get(slo.scenario)
-        if s is None:
-            continue
-        v = window_value(slo, s)
-        if v is not None and v > slo.limit:
-            scope = f"{slo.scenario}:" if slo.scenario else ""
-            out.append(f"{scope}{slo.metric}={v:.4g}>{slo.limit:g}")
-    return out

@@ -29,6 +29,7 @@ import itertools
 from collections import deque
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
+from typing import Any
 
 from llmload.mock.metrics_state import EngineStats
 from llmload.mock.prefix_cache import BLOCK_SIZE, PrefixCache, prompt_block_hashes
@@ -119,6 +120,7 @@ class EngineBase:
         self._ids = itertools.count(1)
         self.stats = EngineStats()
         self.prefix_cache = PrefixCache(0)
+        self.gpu: Any = None  # a gpu_telemetry.GpuMeter: told every step, may slow it (throttling)
 
     def _emit(self, seq: Sequence, tokens: int, now: float, out: list[Emission]) -> None:
         first = seq.generated == 0
@@ -131,6 +133,8 @@ class EngineBase:
                 stats.ttft.observe(now - seq.arrival)
         elif stats.itl is not None and seq.last_token_time is not None:
             stats.itl.observe((now - seq.last_token_time) / tokens)
+        if not first and stats.spec is not None:
+            stats.spec.draft()  # one draft per decode step of the sequence
         seq.last_token_time = now
         done = seq.generated >= seq.request.output_tokens
         if done:
@@ -301,6 +305,7 @@ class BatchingEngine(EngineBase):
         plan: list[tuple[Sequence, int]] = []
         prefill_tokens = 0
         context_tokens = 0
+        decodes = firsts = 0  # output tokens the step ends with: one per decode, one per finished prompt
         if not p.chunked_prefill and any(
             s.prompt_len - s.cached_tokens - s.prefilled > 0 and s.held_until <= now for s in self.running
         ):
@@ -310,6 +315,7 @@ class BatchingEngine(EngineBase):
                 if remaining > 0 and seq.held_until <= now:
                     plan.append((seq, remaining))
                     prefill_tokens += remaining
+                    firsts += 1
         # Decodes first (vLLM's chunked-prefill policy), then prefills in arrival order.
         for seq in self.running:
             if seq.held_until > now or seq.cached_tokens + seq.prefilled < seq.prompt_len:
@@ -318,6 +324,7 @@ class BatchingEngine(EngineBase):
                 break
             plan.append((seq, 0))
             budget -= 1
+            decodes += 1
             context_tokens += seq.prompt_len + seq.generated
         for seq in self.running:
             remaining = seq.prompt_len - seq.cached_tokens - seq.prefilled
@@ -329,6 +336,7 @@ class BatchingEngine(EngineBase):
             plan.append((seq, chunk))
             budget -= chunk
             prefill_tokens += chunk
+            firsts += chunk == remaining
         if not plan:
             return
         duration_ms = (
@@ -337,6 +345,9 @@ class BatchingEngine(EngineBase):
             + p.step_per_prefill_token_ms * prefill_tokens
             + p.step_per_context_token_ms * context_tokens
         )
+        if self.gpu is not None:
+            duration_ms *= self.gpu.slowdown(start)
+            self.gpu.on_step(start, duration_ms / 1000.0, prefill_tokens, decodes, firsts)
         self._step_plan = plan
         self._step_end = start + duration_ms / 1000.0
 

@@ -3,7 +3,9 @@
 Values: ``429``, ``500``, ``503`` (error response), ``disconnect:K`` (close the connection after K
 tokens), ``malformed:K`` (a broken SSE event after K tokens), ``stream_error:K`` (an error object
 inside the stream after K tokens, then the stream ends), ``stall:S`` (pause S seconds after the
-first token), ``slow_first:S`` (S extra seconds before the first token).
+first token), ``slow_first:S`` (S extra seconds before the first token), ``missing_vector``
+(/v1/embeddings: the answer leaves the last input's vector out), ``wrong_index`` (/v1/rerank,
+/v1/score: the first result's index is past the last document).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 HTTP_FAULTS = {"429": 429, "500": 500, "503": 503}
 COUNT_FAULTS = ("disconnect", "malformed", "stream_error")
 SECONDS_FAULTS = ("stall", "slow_first")
+PLAIN_FAULTS = ("missing_vector", "wrong_index")
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +32,8 @@ class Fault:
             return str(self.status)
         if self.kind in COUNT_FAULTS:
             return f"{self.kind}:{self.after_tokens}"
+        if self.kind in PLAIN_FAULTS:
+            return self.kind
         return f"{self.kind}:{self.seconds:g}"
 
 
@@ -37,6 +42,8 @@ def parse_fault(value: str) -> Fault:
     v = value.strip()
     if v in HTTP_FAULTS:
         return Fault("http", status=HTTP_FAULTS[v])
+    if v in PLAIN_FAULTS:
+        return Fault(v)
     kind, sep, arg = v.partition(":")
     if kind in COUNT_FAULTS:
         if not sep or not arg.isdigit():
@@ -50,7 +57,8 @@ def parse_fault(value: str) -> Fault:
         if not sep or seconds < 0:
             raise ValueError(f"fault {value!r}: expected {kind}:S with S seconds >= 0")
         return Fault(kind, seconds=seconds)
-    known = ", ".join([*HTTP_FAULTS, *(f"{k}:K" for k in COUNT_FAULTS), *(f"{k}:S" for k in SECONDS_FAULTS)])
+    known = ", ".join([*HTTP_FAULTS, *(f"{k}:K" for k in COUNT_FAULTS), *(f"{k}:S" for k in SECONDS_FAULTS),
+                       *PLAIN_FAULTS])
     raise ValueError(f"unknown fault {value!r}; expected one of {known}")
 
 

@@ -24,6 +24,7 @@ Usage::
 from __future__ import annotations
 
 import bisect
+from typing import Any
 
 METRIC_FORMATS = ("vllm", "sglang", "tgi")
 
@@ -88,6 +89,7 @@ class EngineStats:
         self.requests_finished = 0
         self.requests_aborted = 0
         self.preemptions = 0
+        self.spec: Any = None  # a spec_decode.SpecDecode when a draft model is simulated
         vllm, sglang, tgi = (metrics_format == f for f in METRIC_FORMATS)
         h = LatencyHistogram
         self.ttft = h(TTFT_BUCKETS if vllm else SGLANG_TTFT) if not tgi else None

@@ -49,6 +49,8 @@ class ParsedRequest:
     tool_choice: Any = None
     response_format: Any = None
     image_tokens: int = 0
+    messages_api: bool = False  # the Anthropic Messages API (its own stream shape)
+    thinking_budget: int = 0  # Messages: thinking.budget_tokens when extended thinking is on
 
 
 def _words_of(content: object, where: str, images: list[int]) -> list[str]:

@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 from llmload.argtypes import PORT, POSITIVE_SECONDS, PROBABILITY, number
 from llmload.mock.engine import EngineParams
 from llmload.mock.faults import Fault, parse_fault_rate
+from llmload.mock.gpu_telemetry import GpuModel, parse_throttle
 from llmload.mock.metrics_state import METRIC_FORMATS
 from llmload.mock.profiles import DEFAULT_PROFILE, PROFILES, Profile, get_profile
 
+NON_NEGATIVE_MS = number(at_least=0, noun="milliseconds")
 ENGINE_FLAGS = {f.name: f.type for f in dataclasses.fields(EngineParams)}
 
 
@@ -34,6 +36,14 @@ class MockConfig:
     retry_after_s: float | None = None  # Retry-After sent with 429 and 503 faults
     max_connections: int = 20_000  # beyond this many open connections a new one gets 503 and is closed
     idle_timeout_s: float = 300.0  # a connection that sends no byte of a request for this long is closed
+    gpu: GpuModel = field(default_factory=GpuModel)  # the simulated GPUs behind /dcgm/metrics
+    spec_acceptance: float | None = None  # --spec-decode-acceptance: a simulated draft model's acceptance
+    spec_tokens: int = 3
+    embed_base_ms: float = 2.0  # /v1/embeddings: each step's fixed cost
+    embed_per_token_ms: float = 0.01  # and its cost per token
+    embed_batch_tokens: int = 16384  # tokens a step takes from the queue at most
+    embed_dim: int = 384  # a vector's length when the request gives no dimensions
+    rerank_per_pair_ms: float = 0.05  # /v1/rerank, /v1/score: a step's cost per query-document pair
 
 
 def add_mock_arguments(p: argparse.ArgumentParser) -> None:
@@ -63,6 +73,36 @@ def add_mock_arguments(p: argparse.ArgumentParser) -> None:
                    help="open connections served at once; one more is answered 503 and closed (default 20000)")
     p.add_argument("--idle-timeout", type=POSITIVE_SECONDS, default=300.0, metavar="S",
                    help="close a connection that sends nothing of a request for S seconds (default 300)")
+    gpu = p.add_argument_group("simulated GPUs (/dcgm/metrics, in dcgm-exporter's shape)")
+    gpu.add_argument("--gpus", type=number(at_least=1, integer=True), default=1, metavar="N",
+                     help="GPUs the replica runs on; they share its work evenly (default 1)")
+    gpu.add_argument("--gpu-idle-w", type=number(at_least=0), default=75.0, metavar="W",
+                     help="each GPU's power when idle, in watts (default 75)")
+    gpu.add_argument("--gpu-j-per-prefill-token", type=number(at_least=0), default=0.004, metavar="J",
+                     help="energy of one prefill token on top of idle, in joules, all GPUs together (default 0.004)")
+    gpu.add_argument("--gpu-j-per-decode-token", type=number(at_least=0), default=0.1, metavar="J",
+                     help="energy of one decode token on top of idle, in joules, all GPUs together (default 0.1)")
+    gpu.add_argument("--gpu-throttle", default=None, metavar="START:SECONDS",
+                     help="throttle the GPUs (power cap) for SECONDS from START seconds after the first request: "
+                          "slower steps and DCGM's throttle reasons (default: never)")
+    p.add_argument("--spec-decode-acceptance", type=number(at_least=0, at_most=1), default=None, metavar="P",
+                   help="simulate a draft model: each decode step drafts --spec-decode-tokens tokens, each accepted "
+                        "with probability P; vLLM's spec_decode counters (SGLang's gauges) show it (default: off)")
+    p.add_argument("--spec-decode-tokens", type=number(at_least=1, at_most=16, integer=True), default=3, metavar="K",
+                   help="draft tokens per step with --spec-decode-acceptance (default 3)")
+    e = p.add_argument_group("embeddings and rerank (/v1/embeddings: steps batched by tokens; /v1/rerank, "
+                             "/v1/score: by pairs)")
+    e.add_argument("--embed-base-ms", type=NON_NEGATIVE_MS, default=2.0, metavar="MS",
+                   help="each embedding step's fixed cost (default 2.0)")
+    e.add_argument("--embed-per-token-ms", type=NON_NEGATIVE_MS, default=0.01, metavar="MS",
+                   help="each embedding step's cost per token it holds (default 0.01; 0: fixed latency)")
+    e.add_argument("--embed-batch-tokens", type=number(at_least=1, integer=True), default=16384, metavar="N",
+                   help="tokens one embedding step takes from the queue at most (default 16384)")
+    e.add_argument("--embed-dim", type=number(at_least=1, integer=True), default=384, metavar="N",
+                   help="the vectors' length when a request gives no dimensions (default 384)")
+    e.add_argument("--rerank-per-pair-ms", type=NON_NEGATIVE_MS, default=0.05, metavar="MS",
+                   help="/v1/rerank and /v1/score: a step's cost per query-document pair (default 0.05; the step "
+                        "also costs --embed-base-ms)")
     g = p.add_argument_group("engine parameters (override the profile)")
     for name, kind in ENGINE_FLAGS.items():
         flag = "--" + name.replace("_", "-")
@@ -94,6 +134,11 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
     rates = [parse_fault_rate(f) for f in args.fault]
     if getattr(args, "log_tokens", False) and not args.log:
         raise ValueError("--log-tokens needs --log FILE")
+    throttle_text = getattr(args, "gpu_throttle", None)
+    gpu = GpuModel(gpus=getattr(args, "gpus", 1), idle_w=getattr(args, "gpu_idle_w", 75.0),
+                   j_per_prefill_token=getattr(args, "gpu_j_per_prefill_token", 0.004),
+                   j_per_decode_token=getattr(args, "gpu_j_per_decode_token", 0.1),
+                   throttle=parse_throttle(throttle_text) if throttle_text else None)
     max_connections = getattr(args, "max_connections", 20_000)  # bounded by the parser (argtypes)
     idle_timeout = getattr(args, "idle_timeout", 300.0)
     return MockConfig(
@@ -112,4 +157,12 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
         retry_after_s=args.retry_after,
         max_connections=max_connections,
         idle_timeout_s=idle_timeout,
+        gpu=gpu,
+        spec_acceptance=getattr(args, "spec_decode_acceptance", None),
+        spec_tokens=getattr(args, "spec_decode_tokens", 3),
+        embed_base_ms=getattr(args, "embed_base_ms", 2.0),
+        embed_per_token_ms=getattr(args, "embed_per_token_ms", 0.01),
+        embed_batch_tokens=getattr(args, "embed_batch_tokens", 16384),
+        embed_dim=getattr(args, "embed_dim", 384),
+        rerank_per_pair_ms=getattr(args, "rerank_per_pair_ms", 0.05),
     )

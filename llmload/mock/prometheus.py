@@ -103,6 +103,16 @@ def _vllm(t: _Text, engine: Engine, model: str, outcomes: dict[str, int]) -> Non
     t.hist("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.",
            s.tpot, lab)
     t.hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", s.e2e, lab)
+    if s.spec is not None:
+        sp = s.spec
+        t.one("vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.", sp.drafts, lab)
+        t.one("vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.", sp.draft_tokens, lab)
+        t.one("vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.", sp.accepted,
+              lab)
+        t.lines += ["# HELP vllm:spec_decode_num_accepted_tokens_per_pos_total Accepted tokens per draft position.",
+                    "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter"]
+        t.lines += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{lab},position="{i}"}} {n}'
+                    for i, n in enumerate(sp.per_position)]
     t.hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", s.queue, lab)
 
 
@@ -133,6 +143,11 @@ def _sglang(t: _Text, engine: Engine, model: str, outcomes: dict[str, int]) -> N
     t.hist("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", s.ttft, tok)
     t.hist("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", s.itl, tok)
     t.hist("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", s.e2e, tok)
+    if s.spec is not None:  # SGLang's gauges; the mock's are over the whole run (SGLang's: its last log interval)
+        t.one("sglang:spec_accept_rate", "gauge", "The average acceptance rate of speculative decoding.",
+              s.spec.accept_rate, sched)
+        t.one("sglang:spec_accept_length", "gauge", "The average acceptance length of speculative decoding.",
+              s.spec.accept_length, sched)
 
 
 def _tgi(t: _Text, engine: Engine, model: str, outcomes: dict[str, int]) -> None:

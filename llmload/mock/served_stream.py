@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import socket
 from time import perf_counter
+from typing import Any
 
 import gevent.event
 
@@ -25,6 +26,7 @@ from llmload.mock import openai_api as api
 from llmload.mock.engine import BatchingEngine, Sequence
 from llmload.mock.faults import Fault
 from llmload.mock.fixed_engine import FixedEngine
+from llmload.mock.messages_api import MessagesFormatter
 from llmload.mock.responses_api import ResponsesFormatter
 from llmload.net import timestamps as netstamp
 
@@ -43,8 +45,13 @@ class ServedStream:
         self.raw = sock._sock  # the non-blocking OS socket under gevent's wrapper
         self.req = req
         self.rid = rid
-        self.fmt = (ResponsesFormatter(rid, req.model, int(arrival_unix)) if req.responses
-                    else api.StreamFormatter(req.chat, rid, req.model, int(arrival_unix)))
+        self.fmt: Any
+        if req.messages_api:
+            self.fmt = MessagesFormatter(rid, req.model, len(req.prompt_words))
+        elif req.responses:
+            self.fmt = ResponsesFormatter(rid, req.model, int(arrival_unix))
+        else:
+            self.fmt = api.StreamFormatter(req.chat, rid, req.model, int(arrival_unix))
         self.fault = fault
         self.seq: Sequence | None = None
         self.outbox: list[bytes] = []
@@ -88,6 +95,8 @@ class ServedStream:
                 self._finish()
             return
         fmt = self.fmt
+        if first and self.req.messages_api:
+            fmt.cached = seq.cached_tokens  # message_start carries the prompt's cache reads
         parts = [fmt.role()] if first else []
         finish = self.finish_reason if finished else None
         if self.tool is None:

@@ -27,10 +27,15 @@ import gevent.event
 from gevent.server import StreamServer
 
 from llmload.mock import openai_api as api
+from llmload.mock.body_endpoints import BODY_PATHS, serve_whole_body
+from llmload.mock.embeddings_api import EmbeddingBatcher
 from llmload.mock.engine import BatchingEngine, EngineRequest
 from llmload.mock.faults import Fault, FaultPicker
 from llmload.mock.fixed_engine import FixedEngine
+from llmload.mock.gpu_telemetry import GpuMeter, render_dcgm
 from llmload.mock.http_request import RequestError, parse_request
+from llmload.mock.messages_api import full_response as full_messages_response
+from llmload.mock.messages_api import parse_messages_body
 from llmload.mock.metrics_state import EngineStats, LatencyHistogram
 from llmload.mock.options import MockConfig
 from llmload.mock.prometheus import render_metrics
@@ -38,6 +43,7 @@ from llmload.mock.request_log import RequestLog
 from llmload.mock.responses_api import full_response as full_responses_response
 from llmload.mock.responses_api import parse_responses_body
 from llmload.mock.served_stream import ServedStream
+from llmload.mock.spec_decode import SpecDecode
 from llmload.mock.structured import plan_reply
 from llmload.net import timestamps as netstamp
 
@@ -73,6 +79,10 @@ class MockServer:
             self.engine = BatchingEngine(config.engine_params)
         self.max_model_len = config.engine_params.max_model_len if config.engine_params else 1_000_000
         self.engine.stats = EngineStats(config.metrics_format, self.max_model_len)
+        if config.spec_acceptance is not None:
+            self.engine.stats.spec = SpecDecode(config.spec_acceptance, config.spec_tokens, config.seed or 0)
+        self.gpu = GpuMeter(config.gpu, perf_counter())  # its clock restarts at start()
+        self.engine.gpu = self.gpu
         self.faults = FaultPicker(config.fault_rates, config.seed)
         self._rng = random.Random(config.seed)
         self._wake = gevent.event.Event()
@@ -81,6 +91,8 @@ class MockServer:
         self._log: RequestLog | None = None
         self._ids = 0
         self.requests_total = 0
+        self.embedder: EmbeddingBatcher | None = None  # /v1/embeddings: started by the first request
+        self.ranker: EmbeddingBatcher | None = None  # /v1/rerank and /v1/score: the same, by pairs
         self.connections = 0  # open right now
         self.requests_by_outcome: dict[str, int] = {}
         # How late each engine event was handled vs. its modelled time (benchmarks read it).
@@ -96,6 +108,7 @@ class MockServer:
             self._log = RequestLog(self.config.log_path)
             self._log.start()
         self._server.start()
+        self.gpu.t0 = perf_counter()
         self._driver = gevent.spawn(self._drive)
         return self.address
 
@@ -104,6 +117,9 @@ class MockServer:
         if self._driver is not None:
             self._driver.kill()
             self._driver = None
+        for batcher in (self.embedder, self.ranker):
+            if batcher is not None:
+                batcher.stop()
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -195,11 +211,13 @@ class MockServer:
 
     def _route(self, sock, method: str, path: str, headers: dict[str, str], body: bytes, rx_mono: float) -> bool:
         """Serve one request; False when the connection must end."""
-        if path in ("/v1/chat/completions", "/v1/completions", "/v1/responses"):
+        if path in ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages"):
             if method != "POST":
                 self._send(sock, 405, api.error_body(405, f"{path} takes POST"))
                 return True
             return self._completion(sock, path, headers, body, rx_mono)
+        if path in BODY_PATHS and method == "POST":
+            return serve_whole_body(self, sock, path, headers, body, rx_mono)
         if method != "GET":
             self._send(sock, 405, api.error_body(405, f"{path} takes GET"))
         elif path == "/health":
@@ -212,6 +230,8 @@ class MockServer:
             text = render_metrics(self.engine, self.config.model, self.requests_by_outcome, self.lag,
                                   self.write_span)
             self._send(sock, 200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
+        elif path == "/dcgm/metrics":  # where dcgm-exporter would be (its own :9400/metrics)
+            self._send(sock, 200, render_dcgm(self.gpu, perf_counter()).encode(), "text/plain; version=0.0.4")
         else:
             self._send(sock, 404, api.error_body(404, f"no route {path}"))
         return True
@@ -223,6 +243,7 @@ class MockServer:
         arrival_mono = rx_mono
         arrival_unix = time.time() - (perf_counter() - rx_mono)
         self._ids += 1
+        self.gpu.load_started(arrival_mono)
         rid = headers.get("x-request-id") or f"mock-{self._ids}"
         self.requests_total += 1
         try:
@@ -241,6 +262,8 @@ class MockServer:
         try:
             if path == "/v1/responses":
                 req = parse_responses_body(body, self.config.model)
+            elif path == "/v1/messages":
+                req = parse_messages_body(body, self.config.model)
             else:
                 req = api.parse_body(body, path == "/v1/chat/completions", self.config.model)
             output = api.choose_output_tokens(req, self.max_model_len, self.config.output_mean_tokens, self._rng)
@@ -257,6 +280,8 @@ class MockServer:
         stream.pieces = plan.pieces(output, self._ids)
         if plan.kind == "tool":
             stream.tool = (plan.call_id, plan.tool_name)
+        elif req.thinking_budget:  # Messages with extended thinking: the reply's first tokens are thinking
+            stream.fmt.thinking = min(req.thinking_budget, output // 2)
         if req.stream:
             sock.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
                          b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
@@ -293,7 +318,10 @@ class MockServer:
         if not req.stream and not stream.gone:
             text = "".join(stream.text)
             cached = seq.cached_tokens
-            if req.responses:
+            if req.messages_api:
+                answer = full_messages_response(rid, req.model, text, stream.finish_reason or "stop",
+                                                len(req.prompt_words), seq.generated, cached, stream.tool)
+            elif req.responses:
                 answer = full_responses_response(rid, req.model, int(arrival_unix), text, len(req.prompt_words),
                                                  seq.generated, cached)
             else:

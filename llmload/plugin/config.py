@@ -37,8 +37,9 @@ from llmload.plugin.option_checks import (
 from llmload.plugin.options import option
 from llmload.shapes.schedules import STOP_ACTIONS, parse_rates, parse_steps
 from llmload.shapes.search import MODES
+from llmload.shapes.warmup import WarmupPlan, parse_warmup
 from llmload.transport import TRANSPORTS, ClientOptions
-from llmload.wire.protocol import ENDPOINTS
+from llmload.wire.protocol import BODY_ENDPOINTS, ENDPOINTS
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
 from llmload.workload.file.scenario import ScenarioSpec, is_scenario_file, load_scenario_cached, resolve_scenario_path
 from llmload.workload.synthetic import LengthRange
@@ -85,6 +86,7 @@ class RunConfig:
     environment: Any = None
     server_metrics: ServerMetricsSetup = field(default_factory=ServerMetricsSetup)
     faults: FaultSettings = FaultSettings()
+    warmup: WarmupPlan | None = None  # --warmup-seconds with --warmup-users or --warmup-rate
 
     @property
     def shape(self) -> dict[str, Any]:
@@ -185,8 +187,9 @@ def _user_setup(environment: Any, user_class: type) -> UserSetup:
             except ValueError as e:
                 raise ConfigError(f"{cls_name}.workload: {e}") from None
     class_endpoint = getattr(user_class, "endpoint", "chat")
-    if class_endpoint not in ENDPOINTS:
-        raise ConfigError(f"{cls_name}.endpoint {class_endpoint!r}: expected one of {', '.join(ENDPOINTS)}")
+    if class_endpoint not in ENDPOINTS and class_endpoint not in BODY_ENDPOINTS:
+        raise ConfigError(f"{cls_name}.endpoint {class_endpoint!r}: expected one of {', '.join(ENDPOINTS)} (or "
+                          f"{', '.join(BODY_ENDPOINTS)} for LLMEmbeddingsUser and LLMRerankUser)")
     endpoint = option(environment, "endpoint")
     if endpoint is not None and endpoint not in ENDPOINTS:
         raise ConfigError(f"--endpoint {endpoint!r}: expected one of {', '.join(ENDPOINTS)}")
@@ -194,6 +197,14 @@ def _user_setup(environment: Any, user_class: type) -> UserSetup:
     if transport not in TRANSPORTS:
         where = "--transport" if option(environment, "transport") else f"{cls_name}.transport_name"
         raise ConfigError(f"{where} {transport!r}: expected one of {', '.join(TRANSPORTS)}")
+    if transport == "openai" and class_endpoint in BODY_ENDPOINTS:
+        raise ConfigError(f"--transport openai: {cls_name} ({class_endpoint}) runs on the fast transport only; drop "
+                          "--transport openai")
+    if transport == "openai":
+        used = {endpoint} if endpoint else ({w.endpoint for w in scenario.workloads} if scenario else {class_endpoint})
+        if "messages" in used:
+            raise ConfigError("--transport openai cannot send the Anthropic Messages API (endpoint messages): the "
+                              "openai SDK has no /v1/messages; use --transport fast")
     inp = option(environment, "input_tokens")
     out = option(environment, "output_tokens")
     synthetic = scenario is None
@@ -259,7 +270,20 @@ def build_config(environment: Any, require_host: bool = False) -> RunConfig:
     for cls in classes:
         config.setup_for(cls)
     _check_shape(environment, config.shape)
+    config.warmup = _warmup(environment, config)
     return config
+
+
+def _warmup(environment: Any, config: RunConfig) -> WarmupPlan | None:
+    try:
+        plan = parse_warmup(*(option(environment, k) for k in ("warmup_seconds", "warmup_users", "warmup_rate")))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if plan is not None and plan.rate is not None and config.scenarios and \
+            not any(w.arrival.mode == "open" for s in config.scenarios for w in s.workloads):
+        raise ConfigError(f"--warmup-rate {plan.rate:g}: no workload is open-loop (arrival: in the scenario); "
+                          "warm up closed-loop users with --warmup-users N instead")
+    return plan
 
 
 def _check_shape(environment: Any, shape: dict[str, Any]) -> None:
@@ -290,7 +314,10 @@ def _check_shape(environment: Any, shape: dict[str, Any]) -> None:
                                 ("--search-min", "search_min", "search_min"),
                                 ("--search-max", "search_max", "search_max"),
                                 ("--search-precision", "search_precision", "search_precision"),
-                                ("--search-warmup-s", "search_warmup_s", "search_warmup_s")):
+                                ("--search-warmup-s", "search_warmup_s", "search_warmup_s"),
+                                ("--step-precision", "step_precision", "step_precision"),
+                                ("--step-warmup-s", "step_warmup_s", "step_warmup_s"),
+                                ("--step-sample-floor", "step_sample_floor", "step_sample_floor")):
         value, where = option(environment, key), flag
         if value is None and yaml_key in shape:
             value, where = shape[yaml_key], where_yaml + yaml_key

@@ -199,13 +199,15 @@ def lost_note(lost: list[tuple[Any, str, int]], prefix: str | None) -> str:
 
 def end_of_run_text(rows: list[dict[str, Any]], hit_ratios: dict[str, float], history: Any, stop_reason: str,
                     interval_s: float, lost: list[tuple[Any, str, int]], prefix: str | None,
-                    output_error: str = "", stall_notes: str = "", refused: str = "", seed: Any = "") -> str:
+                    output_error: str = "", stall_notes: str = "", refused: str = "", seed: Any = "",
+                    warmup: str = "") -> str:
     """What a headless run prints at the end: what went wrong first (errors that dominated, a
-    file that could not be written, lost workers), then the table and the notes."""
+    file that could not be written, lost workers), then the table and the notes (``warmup``: how
+    many warm-up requests the verdicts leave out)."""
     first = error_note(rows, history.error_intervals, interval_s)
     parts = [p for p in (first, f"OUTPUT FAILED: {output_error}" if output_error else "", lost_note(lost, prefix),
                          refused,
-                         format_summary(rows, hit_ratios), backoff_note(rows),
+                         format_summary(rows, hit_ratios), warmup, backoff_note(rows),
                          run_notes(history.limited_intervals, stop_reason, interval_s, history.limited_causes,
                                    stall_notes, errors_first=bool(first)),
                          f"workload seed {seed} (--seed {seed} sends the same prompts again)" if seed else "")

@@ -14,6 +14,7 @@ Usage (what :class:`~llmload.plugin.users.LLMUser` does)::
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -22,6 +23,8 @@ import gevent
 from gevent.event import Event
 
 from llmload.metrics.agent_tasks import TaskTracker
+from llmload.plugin.clock import sleep_until
+from llmload.workload.call_graph import CallGraph
 from llmload.workload.graph_session import CallResult, GraphSession
 
 MAX_CONNECTIONS = 64  # per user: a graph wider than this waits for a free connection
@@ -69,7 +72,34 @@ def run_graph_session(user: Any, session: GraphSession, pool: ConnectionPool) ->
     graph, think_s = session.start()
     if think_s > 0:
         gevent.sleep(think_s)  # between sessions
-    tracker = TaskTracker(session.spec.name, session.session_id)
+
+    def prepare(call: Any, results: dict[str, CallResult], turn: int) -> tuple[Any, float | None]:
+        if call.wait_s > 0:
+            gevent.sleep(call.wait_s)  # the tool runs (from the end of the last parent)
+        return session.request(call, results, turn), None
+
+    _run_calls(user, graph, TaskTracker(session.spec.name, session.session_id), pool, prepare)
+
+
+def run_trace_session(user: Any, graph: CallGraph, session_id: str, due: float, source: Any,
+                      pool: ConnectionPool, time_scale: float = 1.0) -> None:
+    """One session of an agentic trace (:mod:`llmload.workload.trace.graph_trace`): a root is due at
+    ``due`` plus its offset, any other call its recorded gap after its last parent ended (both times
+    ``time_scale``); each row's ``scheduled_time`` is that due time, so its schedule lag is the
+    client's own delay."""
+
+    def prepare(call: Any, results: dict[str, CallResult], turn: int) -> tuple[Any, float | None]:
+        start = due if not call.after else time.time()  # the last parent has just ended
+        request = source.call_request(call, results, session_id, turn)
+        return request, start + call.wait_s * time_scale
+
+    _run_calls(user, graph, TaskTracker(source.spec.name, session_id), pool, prepare)
+
+
+def _run_calls(user: Any, graph: CallGraph, tracker: TaskTracker, pool: ConnectionPool,
+               prepare: Callable[[Any, dict[str, CallResult], int], tuple[Any, float | None]]) -> None:
+    """Every call in a greenlet that waits for its parents; ``prepare`` gives its request and its due
+    time (None: now). The session is recorded as a task once every call has ended."""
     results: dict[str, CallResult] = {}
     ended = {c.id: Event() for c in graph.calls}
     turn = {c.id: i + 1 for i, c in enumerate(graph.calls)}
@@ -81,11 +111,16 @@ def run_graph_session(user: Any, session: GraphSession, pool: ConnectionPool) ->
             if not all(results[p].ok for p in call.after):
                 results[call.id] = CallResult((), "", False)  # not sent: its input never came
                 return
-            if call.wait_s > 0:
-                gevent.sleep(call.wait_s)  # the tool runs (from the end of the last parent)
-            request = session.request(call, results, turn[call.id])
+            request, due = prepare(call, results, turn[call.id])
+            body = request.encode(user.endpoint_name) if due is not None else None  # built while there is time
             with pool.borrow() as conn:
-                rec = user.send_capped(request, transport=conn)
+                if due is not None:
+                    try:  # a fan-out's new connection is opened before the due time, not inside its lag
+                        conn.connect()
+                    except OSError:
+                        pass  # recorded as connect_error by the request
+                    sleep_until(due)
+                rec = user.send_capped(request, due, None, body, transport=conn)
             tracker.add(rec)
             results[call.id] = CallResult(tuple(request.messages or ()), rec.text, rec.ok)
         finally:

@@ -22,7 +22,7 @@ import bisect
 from collections import defaultdict
 from typing import Any
 
-from llmload.files import COL
+from llmload.files import COL, WARMUP_PHASE
 from llmload.health.verdict import describe, errors_dominate
 from llmload.metrics import catalog
 from llmload.metrics.histogram import Histogram
@@ -36,17 +36,20 @@ HISTORY_KEEP = 20_000
 _SCENARIO = COL.scenario
 _START = COL.start_time
 _E2E = COL.e2e_ms
+_PHASE = COL.phase
 
 
 class LiveWindow:
     def __init__(self, window_s: float = WINDOW_S) -> None:
         self.window_s = window_s
         self._rows: dict[int, dict[str, ScenarioStats]] = defaultdict(dict)
+        # The warm-up's rows (phase=warmup) apart: shown live, never judged (the SLO stop, the search)
+        self._warmup: dict[int, dict[str, ScenarioStats]] = defaultdict(dict)
         self._itl: dict[int, dict[str, Histogram]] = defaultdict(dict)
 
     def add_row(self, row: tuple) -> None:
         end = row[_START] + (row[_E2E] or 0.0) / 1000.0
-        bucket = self._rows[int(end)]
+        bucket = (self._rows if row[_PHASE] != WARMUP_PHASE else self._warmup)[int(end)]
         s = bucket.get(row[_SCENARIO])
         if s is None:
             s = bucket[row[_SCENARIO]] = ScenarioStats()
@@ -68,21 +71,24 @@ class LiveWindow:
 
     def prune(self, now: float) -> None:
         cutoff = int(now - KEEP_S)
-        for store in (self._rows, self._itl):
+        for store in (self._rows, self._warmup, self._itl):
             for sec in [s for s in store if s < cutoff]:
                 del store[sec]
 
-    def merged(self, now: float, lag_s: float) -> tuple[dict[str, ScenarioStats], float]:
-        """Per scenario, the stats of the window; and the window's length in seconds."""
+    def merged(self, now: float, lag_s: float, warmup: bool = True) -> tuple[dict[str, ScenarioStats], float]:
+        """Per scenario, the stats of the window (``warmup``: the warm-up's rows too); and the window's
+        length in seconds."""
         hi = int(now - lag_s)
         lo = hi - int(self.window_s)
         out: dict[str, ScenarioStats] = {}
+        stores = (self._rows, self._warmup) if warmup and self._warmup else (self._rows,)
         for sec in range(lo, hi):
-            for name, s in self._rows.get(sec, {}).items():
-                t = out.get(name)
-                if t is None:
-                    t = out[name] = ScenarioStats()
-                t.merge(s)
+            for store in stores:
+                for name, s in store.get(sec, {}).items():
+                    t = out.get(name)
+                    if t is None:
+                        t = out[name] = ScenarioStats()
+                    t.merge(s)
             for name, h in self._itl.get(sec, {}).items():
                 t = out.get(name)
                 if t is None:

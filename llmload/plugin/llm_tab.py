@@ -61,6 +61,18 @@ class LiveView(Protocol):
         """The path of the run's file of ``suffix`` (a :mod:`llmload.files` name); None without --csv."""
         ...
 
+    def watch_rows(self, listener: Any) -> None:
+        """Call ``listener(rows)`` with every batch of final request rows."""
+        ...
+
+    def model(self) -> str:
+        """The model the run asks for ('' until known)."""
+        ...
+
+    def load_state(self) -> dict[str, Any]:
+        """``users``, ``in_flight`` (per scenario) and ``health`` (the client health samples) now."""
+        ...
+
 
 _LATENCY_TAB = [(m, st) for m in catalog.METRICS for st in m.tab]  # (metric, statistic) per latency column
 _LATENCY_COLUMNS = {(m.name, st): (m.key(st), m.title(st, unit=True)) for m, st in _LATENCY_TAB}

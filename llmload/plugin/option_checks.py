@@ -36,6 +36,7 @@ class ServerMetricsSetup:
     urls: tuple[str, ...] = ()  # empty: probe the target host, unless off
     interval_s: float = 2.0
     off: bool = False
+    gpu_urls: tuple[str, ...] = ()  # --gpu-metrics: DCGM exporters; empty: no GPU telemetry
 PREFLIGHT_MODES = ("end", "wait", "off")
 
 
@@ -131,7 +132,12 @@ def server_metrics_setup(environment: Any) -> ServerMetricsSetup:
         interval = -1.0
     if not 0 < interval < float("inf"):
         raise ConfigError(f"--server-metrics-interval {text!r}: expected seconds > 0, e.g. 2")
-    return ServerMetricsSetup(urls=tuple(urls), interval_s=interval, off=off)
+    gpu_urls = [str(u).strip() for u in option(environment, "gpu_metrics", []) or []]
+    for url in gpu_urls:
+        if url != "nvml" and not is_http_url(url):
+            raise ConfigError(f"--gpu-metrics {url!r}: expected the http:// or https:// URL of a DCGM exporter's "
+                              "metrics, e.g. http://127.0.0.1:9400/metrics, or nvml (this machine's GPUs)")
+    return ServerMetricsSetup(urls=tuple(urls), interval_s=interval, off=off, gpu_urls=tuple(gpu_urls))
 
 
 def is_http_url(url: str) -> bool:

@@ -29,8 +29,9 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--model", dict(default="", help="model name to request (default: the first one the server's /v1/models "
                                       "lists)")),
     ("--transport", dict(default="", help="fast: llmload's streaming client (default); openai: the official SDK")),
-    ("--endpoint", dict(default="", help="chat (/v1/chat/completions), completions (/v1/completions) or "
-                                         "responses (/v1/responses)")),
+    ("--endpoint", dict(default="", help="chat (/v1/chat/completions), completions (/v1/completions), "
+                                         "responses (/v1/responses) or messages (Anthropic's /v1/messages: the "
+                                         "key in x-api-key, anthropic-version sent)")),
     ("--input-tokens", dict(default="", help="prompt length in tokens: N or LOW-HIGH (overrides the scenario)")),
     ("--output-tokens", dict(default="", help="max_tokens: N or LOW-HIGH (overrides the scenario)")),
     ("--ignore-eos", dict(action="store_true", default=False,
@@ -50,8 +51,8 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--query", dict(action="append", default=[], help="query parameter NAME=VALUE on every request, e.g. "
                                                        "api-version=2024-10-21 (repeatable); a secret-named one's "
                                                        "value is never sent to workers, as for --header")),
-    ("--api-key-header", dict(default="", help="send the API key in this header instead of 'Authorization: Bearer', "
-                                               "e.g. api-key (Azure)")),
+    ("--api-key-header", dict(default="", help="send the API key in this header instead of 'Authorization: Bearer' "
+                                               "(x-api-key for --endpoint messages), e.g. api-key (Azure)")),
     ("--ca-bundle", dict(default="", help="CA certificates (PEM) to verify an https server with (a worker uses its "
                                           "own, never the master's)")),
     ("--insecure", dict(action="store_true", default=False, help="do not verify the https server's certificate")),
@@ -68,6 +69,14 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--step-seconds", dict(type=float, default=0.0, help="step shape: seconds each step lasts")),
     ("--step-spawn-rate", dict(type=float, default=0.0, help="step shape: users started per second when a step "
                                                              "begins")),
+    ("--step-precision", dict(type=float, default=0.0, metavar="PCT",
+                              help="step shape: end a step early once the 95 %% intervals of its SLO percentiles "
+                                   "(else TTFT and TPOT p95) are within PCT %% of their values and the sample floor "
+                                   "is met; --step-seconds stays the cap (0: off)")),
+    ("--step-warmup-s", dict(type=float, default=0.0, help="step shape with --step-precision: seconds after each "
+                                                           "change not judged (default: --search-warmup-s, 5)")),
+    ("--step-sample-floor", dict(type=int, default=0, help="step shape with --step-precision: ok requests a step "
+                                                           "needs before it may end early (default 30)")),
     ("--slo-stop-after", dict(type=float, default=0.0, help="step shape: act when a step's verdict (as "
                                                             "llmload report judges it) stays broken this many "
                                                             "seconds (0: off)")),
@@ -86,6 +95,12 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                                                               "(users or requests/s)")),
     ("--search-warmup-s", dict(type=float, default=0.0, help="search shape and SLO stop: seconds after each change "
                                                              "not judged (default 5, as llmload report)")),
+    ("--warmup-seconds", dict(default="", help="a warm-up of this many seconds before the shape (or the plain "
+                                               "-u/-t run) starts its clock; its requests get phase=warmup and "
+                                               "are left out of the report, the SLO stop and the search")),
+    ("--warmup-users", dict(default="", help="warm-up: users (closed loop) during --warmup-seconds")),
+    ("--warmup-rate", dict(default="", help="warm-up: arrivals per second of open-loop workloads during "
+                                            "--warmup-seconds (senders: --warmup-users, else the shape's or -u)")),
     ("--seed", dict(default="", help="workload seed (default: a fresh one per run, printed in the summary and "
                                      "PREFIX_run.json); the same seed sends the same prompts again")),
     ("--server-metrics", dict(action="append", default=[], metavar="URL",
@@ -95,7 +110,12 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--no-server-metrics", dict(action="store_true", default=False,
                                  help="do not read the server's Prometheus metrics")),
     ("--server-metrics-interval", dict(default="2", metavar="S",
-                                       help="seconds between two reads of the server's metrics (default 2)")),
+                                       help="seconds between two reads of the server's metrics and the GPUs' "
+                                            "(default 2)")),
+    ("--gpu-metrics", dict(action="append", default=[], metavar="URL",
+                           help="read GPU telemetry from a DCGM exporter's /metrics at URL during the run "
+                                "(repeatable, one per node, e.g. http://gpu-node:9400/metrics; nvml: this "
+                                "machine's GPUs, needs the gpu extra; default: none)")),
     # Overload and faults (issue 15): values checked in llmload.plugin.option_checks like the rest.
     ("--backoff", dict(default="", help="on (default): after 429, 503 or an unreachable server a user waits "
                                         "(Retry-After, else exponential backoff with jitter); off: never waits")),

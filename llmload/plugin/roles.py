@@ -182,7 +182,8 @@ class Role:
                 hit_ratios = {}
             print("\n" + end_of_run_text(table, hit_ratios, parts.history, parts.stop_reason, interval_s, lost,
                                          files.prefix, files.error, parts.clients.stall_notes(),
-                                         refused_note(self.refused_workers()), parts.option("seed")) + "\n",
+                                         refused_note(self.refused_workers()), parts.option("seed"),
+                                         parts.warmup_rows.summary()) + "\n",
                   flush=True)
             if files.requests is not None:
                 print(f"llmload: {files.requests.rows_written} request rows in {files.requests.path}", flush=True)

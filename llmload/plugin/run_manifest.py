@@ -209,9 +209,12 @@ def start_manifest(environment: Any, config: Any, run_id: str, prefix: str, work
     import locust
 
     from llmload import __version__
+    from llmload.shapes.warmup_shape import WarmupShape
 
     opts = environment.parsed_options
     shape = environment.shape_class
+    if isinstance(shape, WarmupShape):  # the warm-up is its own key; "shape" is what runs after it
+        shape = shape.inner
     shape_info = None if shape is None else {"class": type(shape).__name__, **_describe(shape)}
     host = environment.host or next((c.host for c in environment.user_classes if getattr(c, "host", None)), None)
     data = build_manifest(
@@ -222,6 +225,9 @@ def start_manifest(environment: Any, config: Any, run_id: str, prefix: str, work
         llmload_version=__version__,
         intended_hit_rates={w.name: w.intended_hit_rate for s in config.scenarios for w in s.workloads
                             if w.intended_hit_rate is not None})
+    warmup = getattr(config, "warmup", None)
+    if warmup is not None:
+        data["warmup"] = warmup.describe()
     path = prefix + MANIFEST_SUFFIX
     write_manifest(path, data)
     return RunManifest(path, data, host, config.client, shape)

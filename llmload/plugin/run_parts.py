@@ -18,6 +18,7 @@ from llmload.plugin.live import LiveHistory, LiveWindow
 from llmload.plugin.run_files import RunFiles
 from llmload.plugin.run_manifest import RunIdentity
 from llmload.server_metrics.scrape import ServerMetricsScraper
+from llmload.shapes.warmup import WarmupRows
 
 
 class RunParts(Protocol):
@@ -37,6 +38,8 @@ class RunParts(Protocol):
     pending_rows: list[tuple]
     """Rows not yet written or shipped."""
     stop_reason: str
+    warmup_rows: WarmupRows
+    """Marks the warm-up's rows (``phase=warmup``) and counts them."""
 
     @property
     def config(self) -> Any: ...
@@ -46,4 +49,4 @@ class RunParts(Protocol):
     def write_rows(self, rows: list) -> None: ...
     def take_rows(self, n: int) -> list[tuple]: ...
     def sample_history(self, now: float) -> list[dict[str, Any]]: ...
-    def set_arrival_rate(self, rate: float) -> None: ...
+    def set_arrival_rate(self, rate: float | None) -> None: ...

@@ -17,6 +17,9 @@ and the end of the run when every process has sent its share.
   time, then yields until the clock reaches it (libev wakes timers up to a millisecond late; the
   last ``SPIN_S`` is waited by yielding to the hub, as the mock's driver does). ``scheduled_time``
   in the row is the due time, so ``start_time − scheduled_time`` is the schedule lag.
+* An agentic trace's entry is a whole session (:func:`~llmload.plugin.graph_loop.run_trace_session`):
+  its roots are due at the entry's time plus their offset, every other call its recorded gap
+  after its last parent ended.
 
 Usage (the plugin makes one link per process; LLMUser calls replay_one)::
 
@@ -33,6 +36,8 @@ from typing import Any
 
 import gevent
 
+from llmload.plugin.clock import sleep_until
+from llmload.plugin.graph_loop import ConnectionPool, run_trace_session
 from llmload.plugin.messages import TRACE_DONE, TRACE_T0
 from llmload.plugin.roles import Role
 from llmload.workload.trace.replay import SelectedTrace, TraceSchedule, TraceWorkload
@@ -44,7 +49,6 @@ LEAD_S = 1.0
 MAX_SPAWN_WAIT_S = 10.0
 
 
-SPIN_S = 0.002
 IDLE_S = 0.5  # a user with nothing left to send waits this long between looks (the run is ending)
 
 
@@ -107,22 +111,24 @@ class ReplayLink:
             self.role.end_run()
 
 
-def sleep_until(t: float) -> None:
-    """Sleep until Unix time ``t``: a timer for most of it, yields for the last ``SPIN_S``."""
-    delay = t - time.time()
-    if delay > SPIN_S:
-        gevent.sleep(delay - SPIN_S)
-    while time.time() < t:
-        gevent.sleep(0)
-
-
-def replay_one(user: Any, schedule: TraceSchedule, source: TraceWorkload, rate: float | None) -> None:
-    """Send this process's next trace entry at its time; idle when the share is all sent."""
+def replay_one(user: Any, schedule: TraceSchedule, source: TraceWorkload, rate: float | None,
+               pool: ConnectionPool | None = None) -> None:
+    """Send this process's next trace entry at its time (an agentic trace's: run its session from
+    then); idle when the share is all sent."""
     ticket = schedule.take()
     if ticket is None:
         gevent.sleep(IDLE_S)
         return
     entry, due = ticket
+    if entry.graph is not None:
+        assert pool is not None
+        try:
+            n = schedule.turn(entry) or 1  # the same session again (loop:): a session id of its own
+            sid = entry.session_id if n == 1 else f"{entry.session_id}~{n}"
+            run_trace_session(user, entry.graph, sid, due, source, pool, schedule.scale)
+        finally:
+            schedule.finished()
+        return
     try:
         request = source.request_for(entry, rate, schedule.turn(entry))
         body = request.encode(user.endpoint_name)

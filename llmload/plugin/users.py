@@ -39,6 +39,7 @@ from llmload.plugin.graph_loop import ConnectionPool, run_graph_session
 from llmload.plugin.trace_replay import replay_one
 from llmload.plugin.wiring import get_plugin
 from llmload.transport import Transport, make_transport
+from llmload.transport.connection import for_messages_api
 from llmload.wire.protocol import ENDPOINTS
 from llmload.workload.agent import AgentWorkload
 from llmload.workload.arrival import ArrivalGate
@@ -74,7 +75,8 @@ class LLMUser(User):
     """The workload of a file with several; None: each user draws one by weight."""
 
     endpoint: str = "chat"
-    """``chat``, ``completions`` or ``responses`` (a scenario's workload and ``--endpoint`` override it)."""
+    """``chat``, ``completions``, ``responses`` or ``messages`` (a scenario's workload and ``--endpoint``
+    override it)."""
 
     model: str | None = None
     """Model to request; default: ``--model``, the scenario's, else the server's first model."""
@@ -119,6 +121,8 @@ class LLMUser(User):
             client = dataclasses.replace(client, headers=client.headers + spec.headers,
                                          secrets=client.secrets + spec.header_secrets)
         client = plugin.client_for(self.host, client)  # the key only to the host it is bound to
+        if endpoint == "messages":  # Anthropic's x-api-key and anthropic-version (the /v1/models probe too)
+            client = for_messages_api(client, key_header_given=bool(plugin.option("api_key_header")))
         self._backoff = Backoff(plugin.config.faults.backoff, random.Random(self.seed() ^ 0x0BAC0FF))
         self._trace_context = bool(plugin.option("trace_context"))
         self.transport = make_transport(setup.transport, self.host, ENDPOINTS[endpoint], client)
@@ -132,7 +136,10 @@ class LLMUser(User):
             if spec.trace is not None:
                 trace = selected_trace(spec.trace)
                 schedule = plugin.replay.schedule_for(spec.name, trace)
-                self._loop = lambda: replay_one(self, schedule, self.source, trace.rate)
+                if trace.sessions:  # an agentic trace: a session's calls overlap on connections of their own
+                    self.connections = ConnectionPool(self.transport, lambda: make_transport(
+                        setup.transport, self.host, ENDPOINTS[endpoint], client))
+                self._loop = lambda: replay_one(self, schedule, self.source, trace.rate, self.connections)
             elif spec.agent is not None:
                 self._loop = lambda: run_agent_task(self, self.source)
             elif spec.graph is not None:

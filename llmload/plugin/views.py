@@ -56,6 +56,16 @@ class RunViews:
         scraper = self._parts.scraper
         return list(scraper.urls) if scraper is not None else []
 
+    def model(self) -> str:
+        manifest = self._parts.run.manifest
+        data = getattr(manifest, "data", None) or {}
+        return str(self._parts.option("model") or data.get("model") or "")
+
+    def load_state(self) -> dict[str, Any]:
+        runner = self._parts.env.runner
+        in_flight, health = self._role.client_state()
+        return {"users": runner.user_count if runner is not None else 0, "in_flight": in_flight, "health": health}
+
     def run_file(self, suffix: str) -> str | None:
         """The run's file of ``suffix`` (a :mod:`llmload.files` name) with ``--csv``, else None."""
         prefix = self._parts.option("csv_prefix")
@@ -69,13 +79,19 @@ class RunViews:
         return list(self._parts.config.slos)
 
     def live_window(self, now: float) -> dict[str, ScenarioStats]:
-        return self._parts.live.merged(now, self.live_lag_s())[0]
+        return self._parts.live.merged(now, self.live_lag_s(), warmup=False)[0]  # the warm-up is never judged
 
     def live_lag_s(self) -> float:
         return self._role.live_lag_s()
 
-    def set_arrival_rate(self, rate: float) -> None:
+    def set_arrival_rate(self, rate: float | None) -> None:
         self._parts.set_arrival_rate(rate)
+
+    def warmup_began(self, seconds: float) -> None:
+        self._parts.warmup_rows.begin(seconds)
+
+    def warmup_ended(self, at: float) -> None:
+        self._parts.warmup_rows.end(at)
 
     def stopped_because(self, text: str) -> None:
         self._parts.stop_reason = text

@@ -10,6 +10,7 @@ Routes (under the base path): ``llmload/dashboard`` (charts over time, drawn by
 ``llmload/static/...`` (those files), ``llmload/live.json`` (the tabs' rows),
 ``llmload/history.json`` (the dashboard's data: client rows and server samples),
 ``llmload/metrics.json`` (the dashboard's latency charts: ``metrics.catalog.dashboard_spec``),
+``llmload/metrics`` (llmload's own metrics in Prometheus' text format, :mod:`llmload.plugin.prometheus_export`),
 ``llmload/requests.csv`` and ``llmload/server_metrics.csv`` (written only with ``--csv``: without
 it the links say so), ``llmload/llm_stats.csv`` and ``llmload/history.csv`` (the file with
 ``--csv``, else made from the rows in memory).
@@ -76,6 +77,10 @@ def install(environment: Any, view: LiveView) -> None:
         {"href": f"{base}/llmload/server_metrics.csv", "title": "Download llmload server metrics CSV" + needs_csv},
     ]
     auth = web_ui.auth_required_if_enabled
+    from llmload.plugin.prometheus_export import LLMLoadMetrics
+
+    exported = LLMLoadMetrics(view.model, view.load_state)
+    view.watch_rows(exported.add_rows)
     bp = Blueprint("llmload", __name__, url_prefix=f"{base}/llmload" if base else "/llmload")
 
     @web_ui.app.after_request
@@ -105,6 +110,11 @@ def install(environment: Any, view: LiveView) -> None:
     @auth
     def metrics() -> Response:  # the dashboard's latency charts, from the metric catalog
         return Response(json.dumps({"metrics": catalog.dashboard_spec()}), mimetype="application/json")
+
+    @bp.route("/metrics")
+    @auth
+    def prometheus_metrics() -> Response:  # for Prometheus and Grafana, behind the web UI's auth
+        return Response(exported.exposition(), mimetype="text/plain; version=0.0.4; charset=utf-8")
 
     @bp.route("/live.json")
     @auth

@@ -53,8 +53,10 @@ from llmload.plugin.run_manifest import RunIdentity
 from llmload.plugin.startup import ConfigGate
 from llmload.plugin.trace_replay import ReplayLink
 from llmload.plugin.views import RunViews
-from llmload.server_metrics.scrape import ServerMetricsScraper, start_scraper
+from llmload.server_metrics.scrape import ServerMetricsScraper, start_gpu_scraper, start_scraper
 from llmload.shapes.control import CONTROL_ATTR
+from llmload.shapes.warmup import WarmupRows
+from llmload.shapes.warmup_shape import WarmupShape
 from llmload.transport import ClientOptions, first_model
 from llmload.workload.shared import SharedState
 
@@ -69,6 +71,7 @@ events.init_command_line_parser.add_listener(add_arguments)
 def on_init(environment: Environment, **_kw: Any) -> None:
     plugin = get_plugin(environment)
     plugin.check_at_init()
+    plugin.install_warmup()
     if environment.web_ui is not None:
         from llmload.plugin.webui import install
 
@@ -103,12 +106,15 @@ class LLMLoadPlugin:
         self.live = LiveWindow()
         self.history = LiveHistory()
         self.stop_reason = ""  # set by a shape that stopped (or held) on an SLO
+        self.warmup_rows = WarmupRows()  # --warmup-seconds: marks the warm-up's rows (the process that writes them)
         self.clients = ClientView()  # every load-generating process's health, the run's stalls
         self.scraper: ServerMetricsScraper | None = None  # the server's /metrics, read by the master or local process
+        self.gpu_scraper: ServerMetricsScraper | None = None  # the DCGM exporters (--gpu-metrics), likewise
         self.files = RunFiles(self.run, on_failure=lambda e: self.role.file_failed(e))
         self.role = make_role(self)
         self.gate = ConfigGate(environment, self.role.leads)  # the configuration, checked at init and each start
-        self.role.handle(messages.RATE, lambda data, _node_id: setattr(self, "rate_override", float(data["rate"])))
+        self.role.handle(messages.RATE, lambda data, _node_id: setattr(
+            self, "rate_override", None if data["rate"] is None else float(data["rate"])))
         ev = environment.events
         gcpolicy.install(ev)
         ev.test_start.add_listener(self._on_test_start)
@@ -135,6 +141,17 @@ class LLMLoadPlugin:
 
     def check_at_init(self) -> None:
         self.gate.check_at_init()
+
+    def install_warmup(self) -> None:
+        """``--warmup-seconds``: the warm-up in front of the run's shape (or of the plain run), where
+        shapes run (the master or the only process)."""
+        env = self.env
+        if not self.role.leads or self.gate.error or isinstance(env.shape_class, WarmupShape):
+            return
+        plan = self.config.warmup
+        if plan is not None:
+            env.shape_class = WarmupShape(env.shape_class, plan)
+            env.shape_class.runner = env.runner
 
     def setup_for(self, user_class: type) -> UserSetup:
         return self.gate.setup_for(user_class)
@@ -175,8 +192,9 @@ class LLMLoadPlugin:
                 self._model = first_model(host, client) or "default"
         return self._model
 
-    def set_arrival_rate(self, rate: float) -> None:
-        """The rate ladder's current rate, here and on every worker."""
+    def set_arrival_rate(self, rate: float | None) -> None:
+        """The rate ladder's (or the warm-up's) current rate, here and on every worker (None: each
+        workload's own rate)."""
         if rate == self.rate_override:
             return
         self.rate_override = rate
@@ -214,7 +232,7 @@ class LLMLoadPlugin:
         """Rows that are final (the master's or a local process's): the live view and the requests CSV."""
         if not rows:
             return
-        rows = self.run.pass_on(rows)
+        rows = self.run.pass_on(self.warmup_rows.stamp(rows))  # the listeners (the search) see the phase
         self.rows_total += len(rows)
         for row in rows:
             self.live.add_row(row)
@@ -270,11 +288,14 @@ class LLMLoadPlugin:
         if not self.role.leads:
             return
         self.role.spawn(self._sample_history_forever)
-        if self.scraper is not None:
-            self.scraper.stop()
+        for old in (self.scraper, self.gpu_scraper):
+            if old is not None:
+                old.stop()
         checked = self.gate.checked
-        self.scraper = None if self.gate.error or checked is None else start_scraper(
-            checked.server_metrics, self.env.host, prefix)
+        self.scraper = self.gpu_scraper = None
+        if not self.gate.error and checked is not None:
+            self.scraper = start_scraper(checked.server_metrics, self.env.host, prefix)
+            self.gpu_scraper = start_gpu_scraper(checked.server_metrics, prefix)
 
     def _on_test_stop(self, environment: Environment, **_kw: Any) -> None:
         run_each("the stop of the test", (("the shared workload state", self.shared.stop),))
@@ -284,10 +305,11 @@ class LLMLoadPlugin:
     def _finish_run(self) -> None:
         if not self._finished_run:
             self._finished_run = True
-            scraper = self.scraper
+            scraper, gpus = self.scraper, self.gpu_scraper
             run_each("the end of the run", (
                 ("the background loops", self.role.stop_background),
                 ("the server-metrics scraper", lambda: scraper is not None and scraper.stop()),
+                ("the GPU-metrics scraper", lambda: gpus is not None and gpus.stop()),
                 ("the run's files and summary", lambda: self.role.finish_run(HISTORY_INTERVAL_S))))
 
     def _on_quitting(self, environment: Environment, **_kw: Any) -> None:

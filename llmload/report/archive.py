@@ -1,4 +1,4 @@
-"""The archive of runs: one SQLite file (stdlib ``sqlite3``) that ``llmload report --archive`` and
+"""The archive of runs: one SQLite file (stdlib ``sqlite3``) that ``llmload report`` and
 ``llmload sweep`` add each run to, ``llmload history`` lists and ``compare --baseline`` reads.
 
 Schema version 2 (``meta.schema_version``); :data:`MIGRATIONS` brings any older file up to date

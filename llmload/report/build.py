@@ -15,18 +15,19 @@ from llmload import files
 from llmload.metrics.slo import ERROR_RATE, SLO, slos_for, with_error_budget
 from llmload.metrics.step_verdict import step_slos as step_slos_of
 from llmload.report.capacity import cost_at, find_capacity, plan_for
+from llmload.report.gpu import GpuRun, attach_gpu_metrics, flag_gpu_steps, load_gpu_metrics
 from llmload.report.load import load_requests
 from llmload.report.model import DEFAULT_WARMUP_S, Report, ReportOptions, Section
 from llmload.report.prefix_truth import check_intended_hits
 from llmload.report.run_identity import read_manifest, search_warmup, search_windows
 from llmload.report.server import attach_server_metrics
-from llmload.report.steps import measure_steps
+from llmload.report.steps import mark_step_endings, measure_steps
 
 
 def prefix_cache_stats(df: pd.DataFrame) -> dict[str, Any] | None:
     if "cached_tokens" not in df.columns:
         return None
-    ok = df[df["ok"]]
+    ok = df.loc[df["ok"].to_numpy(), [c for c in ("cached_tokens", "ttft_ms", "prompt_tokens") if c in df.columns]]
     cached = ok["cached_tokens"]
     if not cached.notna().any():
         return None
@@ -52,7 +53,7 @@ def prefix_cache_stats(df: pd.DataFrame) -> dict[str, Any] | None:
 
 def _section(name: str, df: pd.DataFrame, slos: list[SLO], opts: ReportOptions, warmup_s: float,
              notes: list[str], warnings: list[str], judged: list[SLO], scenarios: list[str], scope: str | None,
-             windows: list[tuple[float, float, float]]) -> Section:
+             windows: list[tuple[float, float, float]], gpus: GpuRun | None = None) -> Section:
     """``slos``: the section's own (shown); ``judged``: those its steps are judged by (the whole run of
     several scenarios: the unscoped ones and every scenario's scoped ones, :mod:`llmload.metrics.step_verdict`)."""
     step_slos = step_slos_of(judged, scenarios)  # task SLOs are judged over tasks (report.tasks)
@@ -63,6 +64,7 @@ def _section(name: str, df: pd.DataFrame, slos: list[SLO], opts: ReportOptions, 
     warnings += [where + w for w in step_warnings]
     if any(s.scenario is not None and s.scenario != scope for s in step_slos):
         notes.append("the whole run's capacity holds every SLO, the scenario-scoped ones included")
+    flag_gpu_steps(steps, gpus, opts.allow_throttled)  # a throttled step is never capacity
     capacity = find_capacity([s.data for s in steps], bool(step_slos))
     unit = "req/s arrivals" if steps and steps[0].data["arrival_rate"] is not None else "users"
     if capacity.get("non_monotone"):
@@ -112,13 +114,17 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
         warmup = search_warmup(manifest)
         warmup = DEFAULT_WARMUP_S if warmup is None else warmup
     notes: list[str] = [f"the first {warmup:g} s after each change of the load are warm-up and are not measured"]
-    scenario_names = [str(s) for s in df["scenario"].astype(str).unique()]
+    if loaded.warmup_rows:
+        notes.append(f"{loaded.warmup_rows} request(s) of the run's warm-up (--warmup-seconds, phase=warmup) are left "
+                     "out of every step, capacity and cost")
+    scenario_names = [str(s) for s in df["scenario"].unique()]
     unknown = sorted({s.scenario for s in opts.slos if s.scenario and s.scenario not in scenario_names})
     warnings = list(loaded.warnings) + manifest_warnings
     if unknown:
         warnings.append(f"SLO(s) for scenario(s) {', '.join(unknown)} that the run does not have: "
                         f"the run has {', '.join(scenario_names)}")
     slos = with_error_budget(opts.slos, opts.error_budget)
+    gpus = load_gpu_metrics(prefix)  # PREFIX_gpu_metrics.csv: flags throttled steps before capacity
     # A run of one scenario is that scenario: its scoped SLOs apply to the whole run too.
     scope = scenario_names[0] if len(scenario_names) == 1 else None
     windows = search_windows(manifest)
@@ -129,15 +135,26 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
     scenarios = {}
     if len(scenario_names) > 1:
         for name in scenario_names:
-            sub = df[df["scenario"].astype(str) == name]
+            sub = df[(df["scenario"] == name).to_numpy()]
             mine = slos_for(slos, name)
             scenarios[name] = _section(name, sub, mine, opts, warmup, notes, warnings, mine, scenario_names, name,
-                                       windows)
+                                       windows, gpus)
     whole = slos_for(slos, scope)
     judged = whole if scope is not None else slos  # several scenarios: the scoped SLOs hold for the whole run too
-    overall = _section("all", df, whole, opts, warmup, notes, warnings, judged, scenario_names, scope, windows)
+    overall = _section("all", df, whole, opts, warmup, notes, warnings, judged, scenario_names, scope, windows, gpus)
     if len(scenario_names) == 1:
         scenarios[scenario_names[0]] = overall
+    shape = (manifest or {}).get("shape") or {}
+    early = mark_step_endings(overall.steps, shape.get("step_log"))
+    for sec in scenarios.values():
+        if sec is not overall:
+            mark_step_endings(sec.steps, shape.get("step_log"))
+    if isinstance(shape.get("step_log"), list):
+        pct = shape.get("step_precision_pct")
+        pct_text = f"{pct:g}" if isinstance(pct, int | float) else "?"  # a hand-edited manifest
+        notes.append(f"precision stop (--step-precision {pct_text} %): {early} of "
+                     f"{len(shape['step_log'])} step(s) ended early, once the 95 % intervals of the SLO percentiles "
+                     "were within that share of their values; the others ran to --step-seconds")
     if not overall.steps:
         warnings.append(f"no step lasted longer than the {warmup:g} s warm-up: nothing was measured "
                         "(try --warmup-s 0)")
@@ -148,4 +165,5 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
                     run_id=loaded.run_id, manifest=manifest)
     attach_server_metrics(report, files.prefix_of(first))  # PREFIX_server_metrics.csv
     report.warnings.extend(check_intended_hits(manifest, scenarios))  # prefix_hit_rate against cached_tokens
+    attach_gpu_metrics(report, gpus)  # PREFIX_gpu_metrics.csv
     return report

@@ -5,9 +5,11 @@
   ``non_monotone``, never capacity). A level passes when every step at it with a verdict met
   every SLO. Thin steps (``thin``: too few ok requests) have no verdict and are skipped; the
   ones above the capacity are listed in ``thin_above``. The capacity's numbers all come from one
-  step, the last one at that level (``start_time`` names it). ``limited_by`` names the SLO(s) the
-  first failing level breaks. ``interpolated_rps`` estimates where, between the capacity step and
-  that one, the limiting metric would reach its limit (linear); it is never used for cost.
+  step, the last one at that level (``start_time`` names it). A step marked ``never_capacity``
+  (its GPUs throttled, :mod:`llmload.report.gpu`) is skipped as a thin one is, and listed.
+  ``limited_by`` names the SLO(s) the first failing level breaks. ``interpolated_rps`` estimates
+  where, between the capacity step and that one, the limiting metric would reach its limit
+  (linear); it is never used for cost.
 * cost at capacity, for a replica of ``gpus_per_replica`` GPUs at ``gpu_hourly_usd`` each:
   usd_per_hour = gpu_hourly_usd × gpus_per_replica; usd_per_request = usd_per_hour / (rps × 3600);
   usd_per_good_request uses goodput_rps; usd_per_million_output_tokens =
@@ -46,15 +48,20 @@ def _broken(step: dict[str, Any]) -> list[str]:
 def find_capacity(steps: list[dict[str, Any]], has_slos: bool) -> dict[str, Any]:
     """Steps in any order; each has ``level`` (users, or arrival rate for open-loop runs)."""
     ordered = sorted(steps, key=lambda s: (_level(s), s["start_time"]))
-    judged = [s for s in ordered if not s.get("thin")]
+    # A thin step has no verdict; a step the GPUs were throttled in measured another GPU
+    # (llmload.report.gpu): neither is judged, and neither can be capacity.
+    judged = [s for s in ordered if not s.get("thin") and not s.get("never_capacity")]
     thin = [s for s in ordered if s.get("thin")]
+    skipped = [{"level": _level(s), "users": s["users"], "why": s["never_capacity"]}
+               for s in ordered if s.get("never_capacity") and not s.get("thin")]
     if not judged:
         why = "no measured step" if not ordered else "no step had enough ok requests for a verdict"
         return {"users": None, "rps": None, "output_tps": None, "limited_by": why,
-                "thin_above": [_thin(s) for s in thin]}
+                "thin_above": [_thin(s) for s in thin], **({"never_capacity": skipped} if skipped else {})}
     if not has_slos:
         best = max(judged, key=lambda s: s["rps"])
-        return {**_point(best), "limited_by": "no SLO given: the step with the highest throughput"}
+        return {**_point(best), "limited_by": "no SLO given: the step with the highest throughput",
+                **({"never_capacity": skipped} if skipped else {})}
     levels = sorted({_level(s) for s in judged})
     passing = {lv: all(s["slo_met"] for s in judged if _level(s) == lv) for lv in levels}
     first_fail = next((lv for lv in levels if not passing[lv]), None)
@@ -85,6 +92,8 @@ def find_capacity(steps: list[dict[str, Any]], has_slos: bool) -> dict[str, Any]
     cap_level = out.get("level")
     out["non_monotone"] = above
     out["thin_above"] = [_thin(s) for s in thin if cap_level is None or _level(s) > cap_level]
+    if skipped:
+        out["never_capacity"] = skipped
     return out
 
 

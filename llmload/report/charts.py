@@ -42,6 +42,10 @@ CAPTIONS = {
     "ttft_time": "One point is one second of the run, by request start time: the TTFT p50 and p95 of the ok "
                  "requests that started in it (left axis, ms); the grey steps are the user count (right axis). "
                  "Axes start at zero.",
+    "gpu": "One group of bars is one measured step ({label}) with GPU metrics: left, the mean SM, DRAM and tensor "
+           "activity of its GPUs; right, their power summed (a hatched bar: throttled or an XID error, never "
+           "capacity) and the J per output token (the energy counters' difference over the output tokens between "
+           "the same scrapes).",
     "curves": "One point is one measured step of a run, labelled with its {label}: across, its ok requests per "
               "second; up, the p95 over the ok requests that started in its measured window. A star is a run's "
               "capacity step, a dashed line an SLO limit. Axes start at zero.",
@@ -186,6 +190,44 @@ def tokens_per_step(steps: list[dict[str, Any]], label: str = "users") -> str | 
     return svg_of(fig, "tokens")
 
 
+def gpu_per_step(steps: list[dict[str, Any]], label: str = "users") -> str | None:
+    """The GPUs per step (runs with GPU metrics): activity, and power with J per output token."""
+    steps = [s for s in steps if s.get("gpu")]
+    if not steps:
+        return None
+    plt = _fig()
+    fig, (act, energy) = plt.subplots(1, 2, figsize=(WIDE[0], 3.4), layout="constrained")
+    x = np.arange(len(steps))
+    names = [f'{s["level"]:g}' for s in steps]
+    parts = (("sm_active", "SM active", "C0"), ("dram_active", "DRAM active", "C1"),
+             ("tensor_active", "tensor active", "C2"))
+    for i, (key, _, color) in enumerate(parts):
+        act.bar(x + (i - 1) * 0.27, [(s["gpu"].get(key) or 0) * 100 for s in steps], 0.27, color=color)
+    act.set_ylim(0, 100)
+    act.set_ylabel("% (mean of the GPUs)")
+    act.set_title("GPU activity per step")
+    flagged = [bool(s.get("gpu_flag")) for s in steps]
+    bars = energy.bar(x, [s["gpu"].get("power_w") or 0 for s in steps], 0.5, color="C7")
+    for bar, hatched in zip(bars, flagged, strict=True):
+        if hatched:
+            bar.set_hatch("//")
+    energy.set_ylabel("power W (all GPUs)")
+    per_token = energy.twinx()
+    per_token.plot(x, [s["gpu"].get("j_per_output_token") for s in steps], "o-", color="C3")
+    per_token.set_ylabel("J per output token")
+    per_token.set_ylim(bottom=0)
+    energy.set_title("Power and J per output token per step")
+    for ax in (act, energy):
+        thin_categories(ax, list(x), names)
+        ax.set_xlabel(label)
+        ax.grid(alpha=0.3, axis="y")
+    handles = [bar_handle(c, n) for _, n, c in parts] + [bar_handle("C7", "power W")]
+    handles.append(plt.Line2D([], [], color="C3", marker="o", label="J per output token"))
+    figure_legend(fig, [act], handles)
+    name_axes("gpu", [act, energy])
+    return svg_of(fig, "gpu")
+
+
 def errors_per_step(steps: list[dict[str, Any]], label: str = "users") -> str | None:
     kinds = sorted({k for s in steps for k in s["errors_by_status"]})
     if not steps or not kinds:
@@ -212,13 +254,13 @@ def errors_per_step(steps: list[dict[str, Any]], label: str = "users") -> str | 
 
 
 def ttft_over_time(df: pd.DataFrame) -> str | None:
-    ok = df[df["ok"]]
-    if ok.empty or "ttft_ms" not in ok:
+    ok = df["ok"].to_numpy(dtype=bool)
+    if not ok.any() or "ttft_ms" not in df:
         return None
     plt = _fig()
     t0 = float(df["start_time"].iloc[0])
-    sec = np.floor(ok["start_time"].to_numpy() - t0)
-    g = pd.DataFrame({"sec": sec, "ttft": ok["ttft_ms"].to_numpy(dtype=float)}).groupby("sec")["ttft"]
+    sec = np.floor(df["start_time"].to_numpy()[ok] - t0)  # arrays, not a copy of every column of the ok rows
+    g = pd.DataFrame({"sec": sec, "ttft": df["ttft_ms"].to_numpy(dtype=float)[ok]}).groupby("sec")["ttft"]
     q = g.quantile([0.5, 0.95]).unstack()
     users = pd.DataFrame({"sec": np.floor(df["start_time"].to_numpy() - t0),
                           "users": df["users"].to_numpy()}).groupby("sec")["users"].max()

@@ -6,7 +6,8 @@ tokens, TTFT/TPOT percentiles at a *matched load* (the highest level every run m
 verdict, or ``--at``) and the prefix-cache hit ratio. A run without a capacity is shown as such.
 
 ``COLUMNS`` is a list of specs (key, title, value, format): a new comparison is one more entry
-(the server's side, from :func:`llmload.report.server.server_columns`, is five of them), and each
+(the server's side, from :func:`llmload.report.server.server_columns`, is five of them; the GPUs'
+J per output token, bound-by and energy cost, from :func:`llmload.report.gpu.gpu_columns`, three), and each
 run's steps stay the report's step dicts, which other modules add keys to (``server``).
 
 Usage::
@@ -26,6 +27,7 @@ from llmload import files
 from llmload.metrics import catalog
 from llmload.report.build import build_report
 from llmload.report.format import fmt, fmt_pct, fmt_usd
+from llmload.report.gpu import gpu_columns
 from llmload.report.load import ReportError
 from llmload.report.model import Report, ReportOptions
 from llmload.report.server import server_columns
@@ -59,6 +61,10 @@ def _at(field_: str, q: str) -> Callable[[Run], Any]:
     return lambda run: None if run.matched is None else run.matched[field_].get(q)
 
 
+def _gpu(key: str) -> Callable[[Run], Any]:
+    return lambda r: gpu_columns(r.report).get(key)
+
+
 def _server(key: str) -> Callable[[Run], Any]:
     return lambda run: server_columns(run.report).get(key)
 
@@ -84,6 +90,12 @@ COLUMNS: list[Column] = [
     Column("usd_per_good_request", "$ per good request", _cost("usd_per_good_request"), fmt_usd),
     Column("usd_per_million_output_tokens", "$ per 1M output tokens", _cost("usd_per_million_output_tokens"),
            fmt_usd),
+    # the GPUs at capacity (runs with PREFIX_gpu_metrics.csv; "–" for the others), llmload.report.gpu
+    Column("j_per_output_token", "GPU J per output token at capacity", _gpu("j_per_output_token"),
+           lambda v: fmt(v, 4)),
+    Column("gpu_bound_by", "GPU bound by at capacity", _gpu("gpu_bound_by"), lambda v: str(v or "–")),
+    Column("energy_usd_per_million_output_tokens", "GPU energy $ per 1M output tokens",
+           _gpu("energy_usd_per_million_output_tokens"), fmt_usd),
     Column("matched_level", "matched load (level)", lambda r: None if r.matched is None else r.matched["level"],
            lambda v: "–" if v is None else f"{v:g}"),
     *[Column(f"{m.name}_{q}_at_matched", f"{m.title(q)} at matched load ({m.unit})", _at(m.row_column, q),

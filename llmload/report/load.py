@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import re
-import warnings as pywarnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from llmload import files
 from llmload.files import REQUESTS_COLUMNS as CSV_COLUMNS
@@ -24,13 +23,24 @@ class ReportError(Exception):
 
 REQUIRED = ("start_time", "status", "users")
 HEAD_BYTES = 1 << 16
-_SKIPPED = re.compile(r"Skipping line (\d+)")
 NUMERIC = ("start_time", "http_status", *(m.row_column for m in catalog.ROW_METRICS), "prompt_tokens",
            "cached_tokens", "completion_tokens", "max_tokens", "users", "worker", "turn",
            "scheduled_time", "requested_input_tokens", "arrival_rate", "coalesced_reads", "requested_image_tokens",
-           "backoff_ms")
+           "backoff_ms", "inputs")
 TEXT = ("request_id", "scenario", "status", "token_source", "finish_reason", "session_id", "error", "step_kind",
-        "run_id", "call_id", "call_after", "trace_id")
+        "run_id", "call_id", "call_after", "trace_id", "phase")
+# What the report reads of each row, and in which type. Every column is still parsed (see _read_one),
+# but only these are kept, chunk by chunk, so 10 M rows fit in a few GB. float64 for everything
+# whose value the report prints or compares (times, latencies, arrival rates); float32 for whole
+# counts (exact below 2**24); categories for the repeated strings.
+KEEP_FLOAT64 = ("start_time", *(m.row_column for m in catalog.ROW_METRICS), "arrival_rate", "scheduled_time")
+KEEP_FLOAT32 = ("users", "prompt_tokens", "cached_tokens", "completion_tokens", "turn", "requested_image_tokens",
+                "inputs")
+KEEP_CATEGORY = ("scenario", "status", "run_id", "session_id", "step_kind", "finish_reason", "phase")
+KEEP_TEXT = ("call_id", "call_after")  # a call graph's ids: kept as text (nearly every value differs)
+CHUNK_ROWS = 1_000_000
+EXTRA = "\0extra"  # a name no header has: a field past the header's last
+UNKNOWN = "\0unknown"
 
 
 @dataclass
@@ -40,6 +50,7 @@ class Loaded:
     warnings: list[str] = field(default_factory=list)
     level: str = "users"  # what the load steps are: "users", or "arrival_rate" for open-loop runs
     run_id: str | None = None  # the run the rows are of (None: rows written before runs had ids)
+    warmup_rows: int = 0  # rows of the run's --warmup-seconds warm-up (phase=warmup), left out of df
 
 
 def requests_path(prefix: str) -> str:
@@ -57,7 +68,7 @@ def select_run(df: pd.DataFrame, path: str, run_id: str | None,
             raise ReportError(f"{path}: no run_id column (written before runs had ids): it holds one run; "
                               "drop --run-id")
         return df, None
-    ids = df["run_id"].fillna("")
+    ids = _filled(df["run_id"], "")
     named = ids[ids != ""].unique()
     if len(named) == 1 and (ids == "").any():
         # Rows without an id next to one run: a worker's first rows, shipped before its master told
@@ -67,6 +78,7 @@ def select_run(df: pd.DataFrame, path: str, run_id: str | None,
         ids = ids.where(ids != "", named[0])
         df = df.assign(run_id=ids.to_numpy())
     counts = ids.value_counts(sort=False)
+    counts = counts[counts > 0]  # categories: value_counts lists unused ones too
     if run_id:
         if run_id not in counts.index:
             raise ReportError(f"{path}: no rows of run {run_id!r}; it has {_runs_text(df, ids)}")
@@ -93,9 +105,9 @@ def load_requests(prefix: str | Sequence[str], run_id: str | None = None) -> Loa
     if not sources:
         raise ReportError("no requests CSV given")
     warnings: list[str] = []
-    frames = [_read_one(requests_path(p), warnings) for p in sources]
+    frames = [_read_one(requests_path(p), warnings, keep_ids=len(sources) > 1) for p in sources]
     path = ", ".join(requests_path(p) for p in sources)
-    df = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    df = frames[0] if len(frames) == 1 else _concat(frames, list(dict.fromkeys(c for f in frames for c in f.columns)))
     if len(frames) > 1 and "request_id" in df.columns:
         dup = df["request_id"].notna() & df["request_id"].duplicated()
         if dup.any():
@@ -105,12 +117,16 @@ def load_requests(prefix: str | Sequence[str], run_id: str | None = None) -> Loa
 
 
 class _Head:
-    """The first ``limit`` bytes of a binary file, for a parser that reads until EOF."""
+    """``first``, then the bytes of a binary file up to offset ``limit``, for a parser that reads until EOF."""
 
-    def __init__(self, f: BinaryIO, limit: int) -> None:
-        self._f, self._left = f, limit
+    def __init__(self, f: BinaryIO, limit: int, first: bytes = b"") -> None:
+        self._f, self._left, self._first = f, limit - f.tell(), first
 
     def read(self, n: int = -1) -> bytes:
+        if self._first:
+            k = len(self._first) if n is None or n < 0 else min(n, len(self._first))
+            data, self._first = self._first[:k], self._first[k:]
+            return data
         if self._left <= 0:
             return b""
         data = self._f.read(self._left if n is None or n < 0 else min(n, self._left))
@@ -148,7 +164,7 @@ def _prefix_hint(path: str) -> str:
     return os.path.join(folder, found[0].removesuffix(files.REQUESTS)) if found else "runs/chat"
 
 
-def _read_one(path: str, warnings: list[str]) -> pd.DataFrame:
+def _read_one(path: str, warnings: list[str], keep_ids: bool = False) -> pd.DataFrame:
     if not os.path.exists(path):
         raise ReportError(f"{path}: no such file (pass the --csv PREFIX of a run, e.g. "
                           f"{_prefix_hint(path)}, or its PREFIX_requests*.csv files)")
@@ -181,40 +197,99 @@ def _read_one(path: str, warnings: list[str]) -> pd.DataFrame:
     if absent:
         warnings.append(f"{path}: no column(s) {', '.join(absent)}; what needs them is left out")
     usecols = [c for c in header if c in CSV_COLUMNS]
-    dtypes = {c: "float64" for c in NUMERIC if c in usecols}
-    dtypes.update({c: "string" for c in TEXT if c in usecols and c not in ("scenario", "status")})
-    dtypes.update({c: "category" for c in ("scenario", "status") if c in usecols})
+    keep = [c for c in (*KEEP_FLOAT64, *KEEP_FLOAT32, *KEEP_CATEGORY, *KEEP_TEXT,
+                        *(("request_id",) if keep_ids else ())) if c in usecols]
+    # Only the kept columns are parsed, in chunks (one chunk's parse held at a time). A line with more
+    # fields than the header must be seen and skipped, not read as if it fitted (usecols alone ignores
+    # extra fields): one name more than the header (EXTRA) catches a line's first extra field, and the
+    # rows where it is set are dropped. The C parser accepts more names than fields only when a line
+    # of the first chunk has that many, so a blank line with the extra field goes first (row 0, dropped).
+    names = [c if c in CSV_COLUMNS else f"{UNKNOWN}{i}" for i, c in enumerate(header)] + [EXTRA]
+    dtypes = {c: "category" for c in KEEP_CATEGORY if c in keep} | {EXTRA: "object", "request_id": "string"} | {
+        c: "string" for c in KEEP_TEXT}
+    header_end = head.index(b"\n") + 1 if b"\n" in head else len(head)
+    parts: list[pd.DataFrame] = []
+    lost: dict[str, int] = {}
+    skipped: list[int] = []
     try:
-        with open(path, "rb") as f, pywarnings.catch_warnings(record=True) as caught:
-            pywarnings.simplefilter("always", pd.errors.ParserWarning)
-            # Every column is parsed (no usecols): with usecols pandas ignores a line's extra fields, and
-            # a line with more fields than the header has its values shifted, so it must be seen and skipped.
-            df = pd.read_csv(_Head(f, limit) if limit < size else f,
-                             dtype={k: v for k, v in dtypes.items() if v != "float64"},
-                             keep_default_na=False, na_values=[""], engine="c", on_bad_lines="warn")
+        with open(path, "rb") as f:
+            f.seek(header_end)
+            stream = _Head(f, limit, head[:header_end] + b"," * len(header) + b"x\n")
+            reader = pd.read_csv(stream, header=0, names=names, usecols=[*keep, EXTRA],
+                                 dtype={k: v for k, v in dtypes.items() if k in keep or k == EXTRA},
+                                 keep_default_na=False, na_values=[""], engine="c", chunksize=CHUNK_ROWS)
+            for chunk in reader:
+                extra = chunk[EXTRA].notna().to_numpy()
+                extra_at = chunk.index[extra]
+                skipped += [int(i) + 1 for i in extra_at if i > 0]  # row i is line i + 1: header, blank, data
+                if extra.any():
+                    chunk = chunk[~extra]
+                parts.append(_compact(chunk, keep, lost))
     except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as e:
         raise ReportError(f"{path}: cannot parse: {e}") from None
-    if len(usecols) < len(df.columns):
-        df = df[usecols]
-    skipped = [int(m) for w in caught for m in _SKIPPED.findall(str(w.message))]
     if skipped:
         warnings.append(f"{path}: {len(skipped)} line(s) with more fields than the header were skipped (first: "
                         f"line {min(skipped)}); was the file written by another tool or version?")
-    for c in NUMERIC:
-        if c in df.columns and not pd.api.types.is_numeric_dtype(df[c]):
-            before = df[c].notna().sum()
-            df[c] = pd.to_numeric(df[c], errors="coerce")
-            lost = int(before - df[c].notna().sum())
-            if lost:
-                warnings.append(f"{path}: column {c}: {lost} value(s) that are not numbers were ignored")
-    return df
+    for c, n in lost.items():
+        warnings.append(f"{path}: column {c}: {n} value(s) that are not numbers were ignored")
+    return _concat(parts, keep)
+
+
+def _filled(col: pd.Series, value: str) -> pd.Series:
+    """A text column as categories, with ``value`` where it is empty (without a string per row)."""
+    col = col if isinstance(col.dtype, pd.CategoricalDtype) else col.astype("category")
+    if col.isna().any():
+        if value not in col.cat.categories:
+            col = col.cat.add_categories([value])
+        col = col.fillna(value)
+    return col
+
+
+def _compact(chunk: pd.DataFrame, keep: list[str], lost: dict[str, int]) -> pd.DataFrame:
+    """The kept columns of one parsed chunk, numbers as numbers (``lost`` counts what was not one)."""
+    out = {}
+    for c in keep:
+        col = chunk[c]
+        if c in KEEP_CATEGORY:
+            out[c] = col if isinstance(col.dtype, pd.CategoricalDtype) else col.astype("category")
+            continue
+        if c == "request_id" or c in KEEP_TEXT:
+            out[c] = col
+            continue
+        if not pd.api.types.is_numeric_dtype(col):
+            before = int(col.notna().sum())
+            col = pd.to_numeric(col, errors="coerce")
+            if before - int(col.notna().sum()):
+                lost[c] = lost.get(c, 0) + before - int(col.notna().sum())
+        out[c] = col.astype("float32" if c in KEEP_FLOAT32 else "float64")
+    return pd.DataFrame(out, index=chunk.index)
+
+
+def _concat(parts: list[pd.DataFrame], keep: list[str]) -> pd.DataFrame:
+    """The chunks as one frame; each category column over the union of the chunks' categories."""
+    if not parts:
+        return pd.DataFrame({c: pd.Series(dtype="category" if c in KEEP_CATEGORY else "float64") for c in keep})
+    if len(parts) == 1:
+        return parts[0].reset_index(drop=True)
+    cats = {c: union_categoricals([_as_category(p, c) for p in parts]) for c in keep if c in KEEP_CATEGORY}
+    df = pd.concat([p.drop(columns=[c for c in cats if c in p.columns]) for p in parts], ignore_index=True)
+    for c, values in cats.items():
+        df[c] = pd.Categorical(values)
+    return df[keep]
+
+
+def _as_category(part: pd.DataFrame, column: str) -> pd.Categorical:
+    """A part's category column; all empty when that file has no such column."""
+    if column in part.columns:
+        return pd.Categorical(part[column])
+    return pd.Categorical([None] * len(part), categories=pd.Index([], dtype=object))
 
 
 def _finish(path: str, df: pd.DataFrame, warnings: list[str], run_id: str | None) -> Loaded:
     if "scenario" not in df.columns:
         df["scenario"] = pd.Categorical(["default"] * len(df))
-    df["scenario"] = df["scenario"].astype("string").fillna("default").astype("category")
-    valid = df["status"].astype("string").isin(STATUSES) & df["start_time"].notna() & df["users"].notna()
+    df["scenario"] = _filled(df["scenario"], "default")
+    valid = df["status"].isin(STATUSES) & df["start_time"].notna() & df["users"].notna()
     invalid = int((~valid).sum())
     if invalid:
         warnings.append(f"{path}: {invalid} row(s) without a known status, start_time or users were skipped")
@@ -222,8 +297,15 @@ def _finish(path: str, df: pd.DataFrame, warnings: list[str], run_id: str | None
     if df.empty:
         raise ReportError(f"{path}: no usable request rows")
     df, run = select_run(df, path, run_id, warnings)
-    df = df.sort_values("start_time", kind="stable").reset_index(drop=True)
-    df["status"] = df["status"].astype("string").astype("category")
+    warmup = _warmup_mask(df)
+    if warmup.any():  # the warm-up is left out of every verdict: steps, capacity, cost, sessions, traffic
+        df = df[~warmup].reset_index(drop=True)
+        if df.empty:
+            raise ReportError(f"{path}: every row is of the warm-up (phase=warmup): the run measured nothing after it")
+    if not df["start_time"].is_monotonic_increasing:  # a sort moves every column: only when needed
+        df = df.sort_values("start_time", kind="stable")
+    df = df.reset_index(drop=True)
+    df["status"] = _filled(df["status"], "").cat.remove_unused_categories()
     ok = (df["status"] == "ok").to_numpy()
     df["ok"] = ok
     e2e = df["e2e_ms"].to_numpy(dtype=float) if "e2e_ms" in df.columns else np.full(len(df), np.nan)
@@ -234,4 +316,10 @@ def _finish(path: str, df: pd.DataFrame, warnings: list[str], run_id: str | None
         level = "arrival_rate"
         df = df[df["arrival_rate"].notna().to_numpy()].reset_index(drop=True)
     df["level"] = df[level].to_numpy(dtype=float)
-    return Loaded(path=path, df=df, warnings=warnings, level=level, run_id=run)
+    return Loaded(path=path, df=df, warnings=warnings, level=level, run_id=run, warmup_rows=int(warmup.sum()))
+
+
+def _warmup_mask(df: pd.DataFrame) -> np.ndarray:
+    if "phase" not in df.columns:
+        return np.zeros(len(df), dtype=bool)
+    return (df["phase"] == files.WARMUP_PHASE).to_numpy(dtype=bool)  # categories: no string per row

@@ -29,6 +29,8 @@ class ReportOptions:
     peak_factor: float = 1.0
     headroom: float = 0.3
     output_cost_weight: float | None = None
+    usd_per_kwh: float | None = None  # the price of energy, for the GPUs' energy cost (--gpu-metrics runs)
+    allow_throttled: bool = False  # a step whose GPUs throttled (or logged an XID) may be capacity
 
     def validate(self) -> None:
         if self.warmup_s is not None and self.warmup_s < 0:
@@ -39,6 +41,8 @@ class ReportOptions:
             raise ReportError(f"--error-budget {self.error_budget}: expected a fraction between 0 and 1, or off")
         if self.gpu_hourly_usd is not None and self.gpu_hourly_usd < 0:
             raise ReportError(f"--gpu-hourly-usd {self.gpu_hourly_usd}: expected a price >= 0")
+        if self.usd_per_kwh is not None and not self.usd_per_kwh >= 0:
+            raise ReportError(f"--usd-per-kwh {self.usd_per_kwh}: expected a price >= 0, e.g. 0.12")
         if self.gpus_per_replica < 1:
             raise ReportError(f"--gpus-per-replica {self.gpus_per_replica}: expected a whole number >= 1")
         if self.target_rps is not None and self.daily_requests is not None:

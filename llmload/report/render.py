@@ -20,6 +20,7 @@ from llmload.metrics.confidence import settle_text
 from llmload.report import charts as ch
 from llmload.report.document import Block, clean, render_html, render_markdown, write_files
 from llmload.report.format import fmt, fmt_usd
+from llmload.report.gpu import gpu_table
 from llmload.report.model import Report, Section
 from llmload.report.run_identity import manifest_rows
 from llmload.report.server import server_table
@@ -48,6 +49,11 @@ def _capacity_blocks(sec: Section, title: str) -> list[Block]:
                      fmt(cap["interpolated_rps"], 3)])
     if cap.get("borderline"):
         rows.append(["borderline verdicts (limit inside the 95 % interval)", ", ".join(cap["borderline"])])
+    for skipped in cap.get("never_capacity") or []:
+        rows.append([f"not capacity: step {skipped['level']:g}", skipped["why"]])
+    if cap.get("gpu"):
+        rows += [["GPU J per output token at capacity", fmt(cap["gpu"]["j_per_output_token"], 4)],
+                 ["GPU bound by at capacity", str(cap["gpu"]["bound_by"])]]
     blocks = [Block(title, 2, header=["", ""], rows=rows)]
     if sec.cost:
         c = sec.cost
@@ -60,6 +66,10 @@ def _capacity_blocks(sec: Section, title: str) -> list[Block]:
             crow += [[f"$ per 1M input tokens (output weighted ×{c['output_cost_weight']:g})",
                       fmt_usd(c["usd_per_million_input_tokens"])],
                      ["$ per 1M output tokens (weighted)", fmt_usd(c["usd_per_million_output_tokens_weighted"])]]
+        if c.get("energy_usd_per_hour") is not None:
+            crow += [[f"GPU energy $/hour (measured power at ${c['usd_per_kwh']:g}/kWh)",
+                      fmt_usd(c["energy_usd_per_hour"])],
+                     ["GPU energy $ per 1M output tokens", fmt_usd(c.get("energy_usd_per_million_output_tokens"))]]
         blocks.append(Block("Cost at capacity", 3, header=["", ""], rows=crow))
     if sec.plan:
         p = sec.plan
@@ -82,18 +92,28 @@ def _verdict_text(d: dict[str, Any]) -> str:
     return v + (f" ({d['note']})" if d.get("note") else "")
 
 
+def _ended_text(d: dict[str, Any]) -> str:
+    """How a step of the precision stop ended (PREFIX_run.json's shape.step_log)."""
+    if "ended" not in d:
+        return "–"
+    return ("early: " if d["ended"] == "precise" else "at the cap: ") + d.get("ended_why", "")
+
+
 def _steps_block(sec: Section, title: str, report: Report) -> Block:
     open_loop = report.level == "arrival_rate"
     header = [report.level_label, *(["users"] if open_loop else []), "measured s", "requests (ok)", "errors",
               "req/s", "out tok/s", "total tok/s", *(f"{m.label} {'/'.join(m.report)}" for m in _REPORTED),
               "goodput req/s", "SLO"]
+    ended = any("ended" in s.data for s in sec.steps)
+    if ended:
+        header.append("step ended")
     rows = []
     for s in sec.steps:
         d = s.data
         rows.append([f'{d["level"]:g}', *([str(d["users"])] if open_loop else []), fmt(d["duration_s"], 1),
                      f'{d["requests"]} ({d["ok"]})', str(d["errors"]), fmt(d["rps"], 3), fmt(d["output_tps"], 1),
                      fmt(d["total_tps"], 1), *(_pq(d[m.row_column], m.report) for m in _REPORTED),
-                     fmt(d["goodput_rps"], 3), _verdict_text(d)])
+                     fmt(d["goodput_rps"], 3), _verdict_text(d), *([_ended_text(d)] if ended else [])])
     return Block(title, 3, header=header, rows=rows)
 
 
@@ -150,10 +170,12 @@ def blocks(report: Report) -> list[Block]:
             out += _capacity_blocks(sec, f"Scenario {name}")
             out.append(_steps_block(sec, f"Steps of {name}", report))
             out.append(_slo_block(sec, f"SLO verdicts of {name}", label))
-    server = server_table(report)  # the engine's own metrics per step, when the run scraped them
-    if server:
-        heading, text, header, rows = server
-        out.append(Block(heading, 2, text=text, header=header, rows=rows))
+    for table in (server_table(report), gpu_table(report)):  # the engine's and the GPUs' metrics, when scraped
+        if table:
+            heading, text, header, rows = table
+            out.append(Block(heading, 2, text=text, header=header, rows=rows))
+            if heading == "GPUs":
+                out.append(Block(chart="gpu", caption=_caption("gpu", label)))
     # A run whose server reports cached_tokens but never hit the cache (a chat run) has no section.
     caches = [(n, s.prefix_cache) for n, s in report.scenarios.items()
               if s.prefix_cache and s.prefix_cache.get("requests_with_hits")]
@@ -182,6 +204,11 @@ def blocks(report: Report) -> list[Block]:
     return out
 
 
+def _total(rows: Any, column: str) -> int:
+    """A whole-count column's sum, exact: added in float64 (the report reads counts as float32)."""
+    return int(np.nansum(rows[column].to_numpy(dtype=np.float64))) if column in rows else 0
+
+
 def vllm_export(report: Report) -> list[dict[str, Any]]:
     """Per step, the keys of `vllm bench serve --save-result` that the CSV can fill."""
     df = report.df
@@ -189,13 +216,15 @@ def vllm_export(report: Report) -> list[dict[str, Any]]:
     for step in report.overall.steps:
         d = step.data
         m = df["ok"] & (df["start_time"] >= step.measured_from) & (df["start_time"] < step.end)
-        rows = df[m]
+        cols = [c for c in ("prompt_tokens", "completion_tokens", *(x.row_column for x in catalog.ROW_METRICS))
+                if c in df.columns]
+        rows = df.loc[m.to_numpy(), cols]  # only what the export reads: a 10 M-row frame has many columns
         entry: dict[str, Any] = {
             "llmload_users": d["users"], "max_concurrency": d["users"], "duration": d["duration_s"],
             "request_rate": d["arrival_rate"] if d["arrival_rate"] is not None else "inf",
             "completed": int(len(rows)), "failed": d["errors"],
-            "total_input_tokens": int(rows["prompt_tokens"].fillna(0).sum()) if "prompt_tokens" in rows else None,
-            "total_output_tokens": int(rows["completion_tokens"].fillna(0).sum()),
+            "total_input_tokens": _total(rows, "prompt_tokens") if "prompt_tokens" in rows else None,
+            "total_output_tokens": _total(rows, "completion_tokens"),
             "request_throughput": d["rps"], "output_throughput": d["output_tps"],
             "total_token_throughput": d["total_tps"], "request_goodput": d["goodput_rps"],
         }
@@ -234,6 +263,7 @@ def write_all(report: Report, out_dir: str, name_prefix: str = "") -> list[str]:
         "tokens": ch.tokens_per_step(steps, label),
         "errors": ch.errors_per_step(steps, label),
         "ttft_time": ch.ttft_over_time(report.df),
+        "gpu": ch.gpu_per_step(steps, label),
     }
     bl = blocks(report)
     return write_files(out_dir, {
@@ -262,9 +292,16 @@ def summary_text(report: Report) -> str:
     if o.cost:
         lines.append(f"cost: ${fmt_usd(o.cost['usd_per_request'])} per request, "
                      f"${fmt_usd(o.cost['usd_per_million_output_tokens'])} per 1M output tokens")
+    if cap.get("gpu"):
+        lines.append(f"GPUs at capacity: {fmt(cap['gpu']['j_per_output_token'], 4)} J per output token, "
+                     f"{cap['gpu']['bound_by']}")
     if o.plan:
         lines.append(f"plan: {fmt(o.plan.get('replicas'))} replica(s), {fmt(o.plan.get('gpus'))} GPU(s), "
                      f"${fmt_usd(o.plan.get('usd_per_month'))}/month for {o.plan['target_rps']:.3f} req/s")
     lines.append(f"error budget: {report.error_budget}")
+    ended = [s.data for s in o.steps if "ended" in s.data]
+    if ended:
+        lines.append("steps: " + ", ".join(f"{fmt(d['level'])} users " + ("ended early" if d["ended"] == "precise"
+                                                                         else "ran to the cap") for d in ended))
     lines += [f"warning: {w}" for w in report.warnings]
     return "\n".join(lines)

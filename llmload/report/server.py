@@ -146,6 +146,8 @@ def step_server(stats: StepServerStats, step: dict[str, Any], baseline: tuple[St
         "prompt_tps": _r(stats.prompt_tps, 2), "client_prompt_tps": round(client_input_tps, 3),
         "token_rate_warnings": warnings,
         "prefix_cache_hit_rate": _r(stats.prefix_cache_hit_rate),
+        "spec_decode": None if stats.spec_accept_rate is None and stats.spec_accept_length is None else {
+            "accept_rate": _r(stats.spec_accept_rate), "mean_accepted_length": _r(stats.spec_accept_length, 3)},
         "ttft_ms": ttft,
         "client_ttft_ms": {q: client_ttft.get(q) for q in ("p50", "p95", "mean")},
         "ttft_gap_ms": gaps or None,
@@ -227,6 +229,10 @@ def server_table(report: Report) -> tuple[str, list[str], list[str], list[list[s
                 "server percentiles are interpolated inside its histogram buckets, so they are coarse.")
     for d in steps:
         text += [f"Step {d['level']:g}: {w}" for w in d["server"]["token_rate_warnings"]]
+        spec = d["server"].get("spec_decode")
+        if spec:  # speculative decoding: what the draft model bought at this load
+            text.append(f"Step {d['level']:g}: speculative decoding accepted {fmt_pct(spec['accept_rate'])} % of "
+                        f"draft tokens, {fmt(spec['mean_accepted_length'], 2)} tokens per decode step")
     return "Server metrics", text, header, rows
 
 

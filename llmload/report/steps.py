@@ -104,11 +104,13 @@ def judged_spans(spans: list[tuple[float, float, float]], windows: list[tuple[fl
 def _pcts(values: np.ndarray) -> dict[str, Any]:
     if not len(values):
         return {f"p{q}": None for q in PCTS} | {"mean": None, "n": 0, "ci95": {f"p{q}": [None, None] for q in PCTS}}
+    values = np.sort(values)  # once: the percentiles and their intervals are then order statistics
     got = np.percentile(values, PCTS)
     out: dict[str, Any] = {f"p{q}": round(float(v), 3) for q, v in zip(PCTS, got, strict=True)}
     out["mean"] = round(float(values.mean()), 3)
     out["n"] = int(len(values))
-    out["ci95"] = {f"p{q}": [None if x is None else round(x, 3) for x in quantile_ci(values, q)] for q in PCTS}
+    out["ci95"] = {f"p{q}": [None if x is None else round(x, 3) for x in quantile_ci(values, q, presorted=True)]
+                     for q in PCTS}
     return out
 
 
@@ -135,10 +137,12 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO], sample_flo
     start = df["start_time"].to_numpy(dtype=float)
     end_t = df["end_time"].to_numpy(dtype=float)
     ok = df["ok"].to_numpy(dtype=bool)
-    status = df["status"].astype(str).to_numpy()
-    cancelled = status == "cancelled"
+    status = df["status"].astype("category")  # compared by code, not as 10 M strings
+    names, codes = status.cat.categories, status.cat.codes.to_numpy()
+    cancelled = (status == "cancelled").to_numpy()
     cols = {c: (df[c].to_numpy(dtype=float) if c in df.columns else np.full(len(df), np.nan))
-            for c in (*LATENCY_FIELDS, "completion_tokens", "prompt_tokens")}
+            for c in (*LATENCY_FIELDS, "completion_tokens", "prompt_tokens", *(r.row_column for r in catalog.RATES))}
+    rates = catalog.RATES if np.isfinite(cols[catalog.RATES_WHEN]).any() else ()  # embeddings: inputs/s, tok/s
     good = ok.copy()  # a failed request is never good
     for slo in slos:
         if slo.column is not None:
@@ -167,8 +171,8 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO], sample_flo
         out_tok = float(np.nansum(share * cols["completion_tokens"][near]))
         in_tok = float(np.nansum(share * cols["prompt_tokens"][near]))
         by_status: dict[str, int] = {}
-        for st, n in zip(*np.unique(status[started & ~ok], return_counts=True), strict=True):
-            by_status[str(st)] = int(n)
+        for code, n in zip(*np.unique(codes[started & ~ok], return_counts=True), strict=True):
+            by_status[str(names[code])] = int(n)
         entry: dict[str, Any] = {
             "level": level if open_loop else int(level),
             "users": users,
@@ -185,6 +189,8 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO], sample_flo
             "output_tps": round(out_tok / dur, 3),
             "total_tps": round((out_tok + in_tok) / dur, 3),
         }
+        for rate in rates:
+            entry[rate.name] = round(float(np.nansum(share * cols[rate.row_column][near])) / dur, 3)
         for f in LATENCY_FIELDS:
             v = cols[f][ok_started]
             entry[f] = _pcts(v[~np.isnan(v)])
@@ -224,3 +230,22 @@ def step_verdict(entry: dict[str, Any], has_slos: bool) -> str:
     base = "met" if entry["slo_met"] else "broken"
     edgy = [k for k, v in entry["slo"].items() if v.get("borderline")]
     return f"{base} (borderline)" if edgy else base
+
+
+def mark_step_endings(steps: list[Step], step_log: Any) -> int:
+    """Say how each step ended, from PREFIX_run.json's ``shape.step_log`` (the step shape with
+    ``--step-precision``): ``ended`` ("precise": early, its intervals were narrow enough; "cap":
+    at ``--step-seconds``) and ``ended_why``. Log entries are matched to steps in order, by user
+    count. Returns how many steps ended early."""
+    if not isinstance(step_log, list):
+        return 0
+    entries = [e for e in step_log if isinstance(e, dict) and e.get("ended") in ("precise", "cap")]
+    at, early = 0, 0
+    for step in steps:
+        for i in range(at, len(entries)):
+            if entries[i].get("users") == step.data["users"]:
+                step.data["ended"], step.data["ended_why"] = entries[i]["ended"], str(entries[i].get("why", ""))
+                early += entries[i]["ended"] == "precise"
+                at = i + 1
+                break
+    return early

@@ -47,7 +47,8 @@ def task_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per finished agent task: duration_s, calls, prompt/completion tokens, outcome."""
     if "step_kind" not in df.columns or "session_id" not in df.columns:
         return pd.DataFrame()
-    rows = df[df["step_kind"].fillna("").astype(str) != ""]
+    kind = df["step_kind"]
+    rows = df[(kind.notna() & (kind.astype(str) != "")).to_numpy()]  # read as categories: no fillna("")
     if rows.empty:
         return pd.DataFrame()
     rows = rows.assign(_cancel=rows["status"].astype(str) == "cancelled",
@@ -55,7 +56,8 @@ def task_table(df: pd.DataFrame) -> pd.DataFrame:
                        _turn=rows["turn"].fillna(0) if "turn" in rows else 0)
     rows = rows.sort_values(["session_id", "_turn"], kind="stable")
     g = rows.groupby(rows["session_id"].astype(str), sort=False)
-    last_finish = g["finish_reason"].last().fillna("").astype(str) if "finish_reason" in rows else None
+    last_finish = g["finish_reason"].last().astype(object).fillna("").astype(str) if "finish_reason" in rows \
+        else None
     out = pd.DataFrame({
         "start": g["start_time"].min(),
         "duration_s": g["end_time"].max() - g["start_time"].min(),
@@ -126,9 +128,9 @@ def traffic_json(report: Report) -> dict[str, Any]:
     """Per scenario: tasks, input split and schedule lag, where the run has them (keys left out otherwise)."""
     df = report.df
     out: dict[str, dict[str, Any]] = {"tasks": {}, "sessions": {}, "input_tokens": {}, "schedule_lag": {}}
-    names = [str(s) for s in df["scenario"].astype(str).unique()]
+    names = [str(s) for s in df["scenario"].unique()]
     for name in names:
-        sub = df[df["scenario"].astype(str) == name]
+        sub = df[(df["scenario"] == name).to_numpy()]
         for key, value in (("tasks", task_stats(sub, slos_for(report.options.slos, name))),
                            ("sessions", graph_sessions(sub)),
                            ("input_tokens", input_split(sub)), ("schedule_lag", schedule_lag(sub))):

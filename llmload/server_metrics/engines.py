@@ -20,6 +20,11 @@ server_ttft_seconds            histogram  s           sum      time to first tok
 server_itl_seconds             histogram  s           sum      inter-token latency or per-request TPOT
 server_queue_time_seconds      histogram  s           sum      time waiting in the queue
 server_e2e_seconds             histogram  s           sum      request latency inside the server
+spec_drafts                    counter    drafts      sum      speculative decoding: drafts (vLLM)
+spec_draft_tokens              counter    tokens      sum      draft tokens proposed (vLLM)
+spec_accepted_tokens           counter    tokens      sum      of which accepted (vLLM)
+spec_accept_rate               gauge      ratio 0..1  mean     accepted share of draft tokens (SGLang)
+spec_accept_length             gauge      tokens      mean     tokens per step, bonus included (SGLang)
 =============================  =========  ==========  =======  ====================================
 
 "combine" is how the label sets of one scrape (vLLM's ``engine`` per data-parallel rank,
@@ -85,6 +90,11 @@ COMMON: dict[str, CommonMetric] = {m.name: m for m in (
     CommonMetric("server_itl_seconds", HISTOGRAM, "s", "sum"),
     CommonMetric("server_queue_time_seconds", HISTOGRAM, "s", "sum"),
     CommonMetric("server_e2e_seconds", HISTOGRAM, "s", "sum"),
+    CommonMetric("spec_drafts", COUNTER, "drafts", "sum"),
+    CommonMetric("spec_draft_tokens", COUNTER, "tokens", "sum"),
+    CommonMetric("spec_accepted_tokens", COUNTER, "tokens", "sum"),
+    CommonMetric("spec_accept_rate", GAUGE, "ratio", "mean"),
+    CommonMetric("spec_accept_length", GAUGE, "tokens", "mean"),
 )}
 
 
@@ -147,6 +157,10 @@ ENGINES: dict[str, EngineMetrics] = {e.engine: e for e in (
             "server_itl_seconds": (_h("vllm:inter_token_latency_seconds"), _h("vllm:time_per_output_token_seconds")),
             "server_queue_time_seconds": (_h("vllm:request_queue_time_seconds"),),
             "server_e2e_seconds": (_h("vllm:e2e_request_latency_seconds"),),
+            # speculative decoding (vllm/v1/spec_decode/metrics.py): counters, present with a draft model
+            "spec_drafts": (_c("vllm:spec_decode_num_drafts"),),
+            "spec_draft_tokens": (_c("vllm:spec_decode_num_draft_tokens"),),
+            "spec_accepted_tokens": (_c("vllm:spec_decode_num_accepted_tokens"),),
         }),
     EngineMetrics(
         "sglang", "sglang:", "/metrics", "--enable-metrics", {
@@ -163,6 +177,9 @@ ENGINES: dict[str, EngineMetrics] = {e.engine: e for e in (
             "server_itl_seconds": (_h("sglang:inter_token_latency_seconds"),),
             "server_queue_time_seconds": (_h("sglang:queue_time_seconds"),),
             "server_e2e_seconds": (_h("sglang:e2e_request_latency_seconds"),),
+            # speculative decoding: gauges over SGLang's last log interval (python/sglang/srt/metrics/collector.py)
+            "spec_accept_rate": (_g("sglang:spec_accept_rate"),),
+            "spec_accept_length": (_g("sglang:spec_accept_length"),),
         }),
     EngineMetrics(
         "tgi", "tgi_", "/metrics", "on by default (text-generation-launcher)", {

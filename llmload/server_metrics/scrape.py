@@ -1,4 +1,5 @@
-"""Reading the server's own Prometheus metrics during a run: the scraping loop (I/O).
+"""Reading the server's own Prometheus metrics, and the GPUs' (dcgm-exporter), during a run: the
+scraping loop (I/O).
 
 One process scrapes: the master in a distributed run, the only process otherwise (the plugin
 starts a scraper at each test start and stops it at the end; workers never scrape). Every
@@ -19,6 +20,12 @@ A metrics endpoint must never slow or break the load, so:
 * a CSV that cannot be written (a full disk) is one error line: the rows before it stay, no more
   are written, the live view keeps its samples and the rest of the run goes on.
 
+The same loop reads the GPUs: :data:`GPU` (``--gpu-metrics URL``, a DCGM exporter per node) keeps
+every series (the ``DCGM_*`` fields) under the exporter's names (:mod:`llmload.server_metrics.gpu`) in
+``PREFIX_gpu_metrics.csv`` (the same long format), with the same bounds; a run without it says so
+in one line. What a scraper reads is its :class:`MetricsKind`: the parse, and whether its scrapes
+feed the live view.
+
 Without ``--server-metrics`` the target host is probed once per test, at the paths the known
 engines use (``/metrics``, then TensorRT-LLM's ``/prometheus/metrics``); the first that answers
 with Prometheus text is scraped, and a host that has none is told once, as information.
@@ -31,6 +38,7 @@ Usage::
     scraper.start()
     scraper.samples[-1]      # the newest live sample: running, waiting, kv_usage_pct, ...
     scraper.stop()
+    gpus = start_gpu_scraper(config.server_metrics, csv_prefix)   # None without --gpu-metrics
 """
 
 from __future__ import annotations
@@ -43,6 +51,8 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
 from time import perf_counter
 from typing import IO, Any
 
@@ -61,7 +71,9 @@ from llmload.server_metrics import (
     parse_exposition,
     snapshot,
 )
+from llmload.server_metrics.gpu import gpu_samples
 from llmload.server_metrics.known import MappedSample
+from llmload.server_metrics.nvml import NvmlUnavailable, nvml_body
 from llmload.server_metrics.series import CSV_HEADER, FleetSeries, csv_rows, failed_rows, live_point
 
 log = logging.getLogger("llmload")
@@ -70,6 +82,7 @@ MAX_TIMEOUT_S = 10.0
 LIVE_WINDOW_S = 10.0
 KEEP_POINTS = 600  # combined scrapes kept for the live view (20 min at 2 s)
 KEEP_SAMPLES = 20_000
+NVML = "nvml"  # --gpu-metrics nvml: this machine's GPUs through NVML (llmload.server_metrics.nvml)
 
 
 # Straight to the server, as the load goes: no proxy from the environment (http_proxy ...).
@@ -122,6 +135,39 @@ def parse_in_slices(body: bytes, url: str) -> tuple[str | None, ServerSnapshot, 
     return engine, snap, map_samples(exposition, engine)
 
 
+def parse_gpu_in_slices(body: bytes, url: str) -> tuple[str | None, ServerSnapshot | None, list[MappedSample]]:
+    """A DCGM exporter's body: its samples (the ``DCGM_*`` fields), parsed with the same pauses as an engine's."""
+    since = perf_counter()
+
+    def pause() -> None:
+        nonlocal since
+        if perf_counter() - since > TURN_BUDGET_S:
+            let_io_run()
+            since = perf_counter()
+
+    exposition = parse_exposition(body, source=url, pause=pause)
+    let_io_run()
+    return "dcgm", None, gpu_samples(exposition)
+
+
+@dataclass(frozen=True)
+class MetricsKind:
+    """What one scraper reads: its name in messages, how a body becomes rows, and whether its
+    scrapes feed the live view (:class:`FleetSeries`, ``samples``)."""
+
+    what: str
+    parse: Callable[[bytes, str], tuple[str | None, ServerSnapshot | None, list[MappedSample]]]
+    live: bool
+    stamp_answer: bool = False
+    """Time each endpoint's rows by its own answer (the midpoint between sending the request and
+    having the body) rather than by the tick: the report matches a GPU reading to the client's rows
+    by time, and on a loaded machine a scrape can take tens of ms."""
+
+
+SERVER = MetricsKind("server metrics", parse_in_slices, live=True)
+GPU = MetricsKind("GPU metrics", parse_gpu_in_slices, live=False, stamp_answer=True)
+
+
 def candidate_urls(host: str) -> list[str]:
     """Where the known engines serve Prometheus text on ``host`` (its scheme and address)."""
     parts = urllib.parse.urlsplit(host)
@@ -132,7 +178,8 @@ class ServerMetricsScraper:
     """See the module docstring. ``urls`` empty: probe ``host`` at the known paths."""
 
     def __init__(self, urls: list[str], interval_s: float = 2.0, csv_path: str | None = None,
-                 host: str | None = None) -> None:
+                 host: str | None = None, kind: MetricsKind = SERVER) -> None:
+        self.kind = kind
         self.urls = list(urls)
         self.host = host
         self.interval_s = interval_s
@@ -174,7 +221,7 @@ class ServerMetricsScraper:
         self._close()
         if self.scrapes:
             where = f", {self.rows_written} rows in {self.csv_path}" if self.rows_written else ""
-            log.info("llmload: server metrics: %d scrape(s) of %s, %d failed%s", self.scrapes,
+            log.info("llmload: %s: %d scrape(s) of %s, %d failed%s", self.kind.what, self.scrapes,
                      ", ".join(self.urls), self.failures, where)
 
     @property
@@ -204,6 +251,9 @@ class ServerMetricsScraper:
         t0 = time.perf_counter()
         self._write([row for _, rows in results.values() for row in rows])
         let_io_run()
+        if not self.kind.live:
+            self.busy_s += time.perf_counter() - t0
+            return
         self.series.add(t, {url: snap for url, (snap, _) in results.items()})
         point = live_point(self.series.points, t, LIVE_WINDOW_S)
         if point is not None:
@@ -217,9 +267,12 @@ class ServerMetricsScraper:
         t0 = time.perf_counter()
         self.scrapes += 1
         try:
-            body = fetch(url, self.timeout_s)
+            sent = time.time()
+            body = self._local_gpus() if url == NVML else fetch(url, self.timeout_s)
+            if self.kind.stamp_answer:
+                t = (sent + time.time()) / 2.0
             t1 = time.perf_counter()
-            engine, snap, mapped = parse_in_slices(body, url)
+            engine, snap, mapped = self.kind.parse(body, url)
         except (ScrapeError, ExpositionError) as e:
             self.failures += 1
             self._warn(url, str(e))
@@ -230,12 +283,19 @@ class ServerMetricsScraper:
         self.busy_s += time.perf_counter() - t1
         return snap, rows
 
+    @staticmethod
+    def _local_gpus() -> bytes:
+        try:
+            return nvml_body()
+        except NvmlUnavailable as e:
+            raise ScrapeError(str(e)) from None
+
     def _warn(self, url: str, reason: str) -> None:
         if url in self._warned:
             return
         self._warned.add(url)
-        log.warning("llmload: server metrics from %s: %s; still trying every %g s, without repeating this warning",
-                    url, reason, self.interval_s)
+        log.warning("llmload: %s from %s: %s; still trying every %g s, without repeating this warning",
+                    self.kind.what, url, reason, self.interval_s)
 
     def _discover(self) -> bool:
         """Probe the target host at the known paths; keep the first that answers with metrics."""
@@ -273,9 +333,9 @@ class ServerMetricsScraper:
             self._file.flush()
         except OSError as e:
             self.write_error = f"{e.strerror or e} (errno {e.errno})"
-            log.error("llmload: %s: cannot write: %s; the %d server-metrics rows written before stay readable, no "
+            log.error("llmload: %s: cannot write: %s; the %d %s rows written before stay readable, no "
                       "more are written (the live view still gets them); the run goes on", self.csv_path,
-                      self.write_error, self.rows_written)
+                      self.write_error, self.rows_written, self.kind.what)
             self._close()
             return
         self.rows_written += len(rows)
@@ -297,5 +357,28 @@ def start_scraper(setup: Any, host: str | None, csv_prefix: str | None) -> Serve
         return None
     path = files.path(csv_prefix, files.SERVER_METRICS) if csv_prefix else None
     scraper = ServerMetricsScraper(list(setup.urls), setup.interval_s, path, host=host)
+    scraper.start()
+    return scraper
+
+
+def start_gpu_scraper(setup: Any, csv_prefix: str | None) -> ServerMetricsScraper | None:
+    """A running scraper of the DCGM exporters ``setup.gpu_urls`` (and of this machine's GPUs for
+    ``nvml``) for one test, or None (and one line saying the run has no GPU telemetry)."""
+    urls = list(getattr(setup, "gpu_urls", ()))
+    if NVML in urls:
+        try:
+            nvml_body()
+        except NvmlUnavailable as e:
+            log.info("llmload: --gpu-metrics nvml: %s; this machine's GPUs are left out", e)
+            urls.remove(NVML)
+            if not urls:
+                return None  # that line said it
+    if not urls:
+        log.info("llmload: no GPU metrics (pass --gpu-metrics URL, a DCGM exporter's /metrics per node, to put the "
+                 "GPUs in the report)")
+        return None
+    path = files.path(csv_prefix, files.GPU_METRICS) if csv_prefix else None
+    scraper = ServerMetricsScraper(urls, setup.interval_s, path, kind=GPU)
+    log.info("llmload: reading GPU metrics from %s every %g s", ", ".join(urls), setup.interval_s)
     scraper.start()
     return scraper

@@ -203,6 +203,10 @@ class StepServerStats:
     prompt_tps: float | None = None
     generation_tps: float | None = None
     prefix_cache_hit_rate: float | None = None
+    spec_accept_rate: float | None = None
+    """Speculative decoding: accepted ÷ draft tokens over the step (vLLM's counters; SGLang's gauge mean)."""
+    spec_accept_length: float | None = None
+    """Tokens per decode step with a draft, the bonus token included: 1 + accepted ÷ drafts."""
     ttft_mean_ms: float | None = None
     """From the histogram's ``_sum`` and ``_count``: exact, unlike the bucket-interpolated percentiles."""
     ttft_ms: dict[str, float | None] | None = field(default=None)
@@ -277,8 +281,18 @@ def aggregate_step(snaps: Sequence[tuple[float, ServerSnapshot]], start: float, 
     if rate is None:
         gauge = gauge_stats(_gauge_points(inside, "prefix_cache_hit_rate"), start, end)
         rate = gauge.mean if gauge else None
+    accepted = counter_increase(_counter_points(inside, "spec_accepted_tokens"), start, end)
+    drafted = counter_increase(_counter_points(inside, "spec_draft_tokens"), start, end)
+    drafts = counter_increase(_counter_points(inside, "spec_drafts"), start, end)
+    accept_rate = accepted / drafted if accepted is not None and drafted else None
+    accept_length = 1.0 + accepted / drafts if accepted is not None and drafts else None
+    if accept_rate is None and (g := gauge_stats(_gauge_points(inside, "spec_accept_rate"), start, end)):
+        accept_rate = g.mean
+    if accept_length is None and (g := gauge_stats(_gauge_points(inside, "spec_accept_length"), start, end)):
+        accept_length = g.mean
     return StepServerStats(
         start=start, end=end, engine=engine, scrapes=len(inside),
+        spec_accept_rate=accept_rate, spec_accept_length=accept_length,
         kv_usage_mean=kv.mean if kv else None, kv_usage_max=kv.max if kv else None,
         running_mean=running.mean if running else None, running_max=running.max if running else None,
         waiting_mean=waiting.mean if waiting else None, waiting_max=waiting.max if waiting else None,

@@ -1,5 +1,6 @@
-"""Load shapes: Locust's ``LoadTestShape`` classes (``load_shapes``) over pure schedules
-(``schedules``) and the capacity search's bisection and step judge (``search``).
+"""Load shapes: Locust's ``LoadTestShape`` classes (``load_shapes``; ``warmup_shape``, the warm-up
+phase in front of any shape) over pure schedules (``schedules``, ``warmup``) and the capacity
+search's bisection and step judge (``search``).
 
 The shape classes load lazily, so the pure modules can be imported without Locust.
 """

@@ -40,8 +40,17 @@ class ShapeControl(Protocol):
         """How far behind now the rows are complete (up to a worker's report interval)."""
         ...
 
-    def set_arrival_rate(self, rate: float) -> None:
-        """Open-loop workloads: the arrival rate (requests/s over every process) from now on."""
+    def set_arrival_rate(self, rate: float | None) -> None:
+        """Open-loop workloads: the arrival rate (requests/s over every process) from now on
+        (None: each workload's own rate again)."""
+        ...
+
+    def warmup_began(self, seconds: float) -> None:
+        """The warm-up starts: every row written from now on is a warm-up row ..."""
+        ...
+
+    def warmup_ended(self, at: float) -> None:
+        """... until the warm-up's end (epoch s): rows of requests started later are not."""
         ...
 
     def stopped_because(self, text: str) -> None:

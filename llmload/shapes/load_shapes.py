@@ -23,7 +23,12 @@ Locust's ``--class-picker`` lets the web UI choose among the shapes of a locustf
 report's judge on the report's window, every SLO including the scenario-scoped ones, after the
 warm-up ``--search-warmup-s``) stays broken for S seconds, ``--slo-stop-action stop`` ends the
 run and ``hold`` goes back to the last step that met every SLO and holds it to the end of the
-schedule. So "find my capacity" is one command. The pure schedules are :func:`step_schedule` and
+schedule. So "find my capacity" is one command.
+
+**Precision stop** (``--step-precision PCT``, the step shape): a step ends early once the 95 %
+intervals of its SLO percentiles are within PCT % of their values and its sample floor is met;
+``--step-seconds`` is then the cap (:mod:`llmload.shapes.precision`; PREFIX_run.json's
+``shape.step_log`` says how each step ended and why). The pure schedules are :func:`step_schedule` and
 :func:`ramp_schedule`.
 """
 
@@ -40,6 +45,7 @@ from llmload.metrics.record import CSV_COLUMNS
 from llmload.metrics.slo import DEFAULT_ERROR_BUDGET, with_error_budget
 from llmload.metrics.step_verdict import BROKEN, MET, NO_VERDICT
 from llmload.shapes.control import control_of
+from llmload.shapes.precision import PrecisionSteps
 from llmload.shapes.schedules import parse_rates, parse_steps, ramp_schedule, step_schedule
 from llmload.shapes.search import MODES, Bisection, Probe, StepSample
 from llmload.shapes.slo_stop import SLOStop
@@ -114,15 +120,20 @@ class StepLoadShape(_LLMShape):
     slo_stop_action: str = "stop"
     warmup_s: float = 5.0  # the SLO stop judges each step after it (--search-warmup-s; the report uses the same)
     sample_floor: int = 30  # ok requests a step needs for a verdict, as the report's --sample-floor
+    step_precision: float = 0.0  # > 0: a step may end early once its SLO percentiles are known to this % (precision)
+    step_warmup_s: float = 0.0  # with step_precision: seconds after each change not judged (0: warmup_s)
 
     def __init__(self) -> None:
         super().__init__()
         self._stop: SLOStop | None = None
         self._held: int | None = None
+        self._ladder: PrecisionSteps | None = None
+        self._watching = False
 
     def reset_time(self) -> None:
         super().reset_time()
         self._held = None
+        self._ladder = None  # a new test (the web UI's start after a stop) starts at the first step again
         if self._stop is not None:
             self._stop.reset()  # a new test (the web UI's start after a stop) judges afresh
 
@@ -136,17 +147,42 @@ class StepLoadShape(_LLMShape):
         if self._stop is None:
             warmup_s = float(s.get("search_warmup_s", "search_warmup_s", "warmup_s"))
             self._stop = _slo_stop(s, warmup_s, int(s.yaml.get("search_sample_floor", self.sample_floor)))
+        self._precision = float(s.get("step_precision", "step_precision", "step_precision") or 0.0)
+        if self._precision < 0:
+            raise ValueError(f"--step-precision {self._precision:g}: expected a percentage > 0, e.g. 5 (0: off)")
+        if self._precision and self._ladder is None:
+            warmup = float(s.get("step_warmup_s", "step_warmup_s", "step_warmup_s") or 0.0) or float(
+                s.get("search_warmup_s", "search_warmup_s", "warmup_s"))
+            self._ladder = PrecisionSteps(
+                steps, seconds, self._precision, s.control.slos() if s.control is not None else [], warmup,
+                int(s.get("step_sample_floor", "step_sample_floor", "sample_floor")), time.time())
+            if s.control is not None and not self._watching:
+                s.control.watch_rows(self._on_rows)  # once: a new test's ladder gets the rows through it
+                self._watching = True
         return steps, seconds, rate
+
+    def _on_rows(self, rows: list[tuple]) -> None:
+        if self._ladder is not None:
+            self._ladder.add(rows)
+
+    def _now_at(self, steps: tuple[int, ...], seconds: float) -> tuple[int | None, int]:
+        """(users, step index) now: the fixed schedule, or the precision ladder's wall clock."""
+        ladder = self._ladder
+        if ladder is None:
+            t = self.get_run_time()
+            return step_schedule(t, steps, seconds), int(t // seconds)
+        control = control_of(self.runner.environment) if self.runner is not None else None
+        users = ladder.users(time.time(), control.live_lag_s() if control is not None else 0.0)
+        return users, ladder.index
 
     def tick(self) -> tuple[int, float] | None:
         steps, seconds, rate = self._settings()
         t = self.get_run_time()
         if self._held is not None:
             return (self._held, rate) if t < len(steps) * seconds else None
-        users = step_schedule(t, steps, seconds)
+        users, index = self._now_at(steps, seconds)
         if users is None:
             return None
-        index = int(t // seconds)
         stop = self._stop
         if stop is not None and stop.slos:
             control = control_of(self.runner.environment) if self.runner is not None else None
@@ -170,7 +206,8 @@ class StepLoadShape(_LLMShape):
         return {"steps": list(steps), "step_seconds": seconds, "spawn_rate": rate,
                 "slo_stop_after_s": self._stop.after_s if self._stop else 0.0,
                 "slo_stop_action": self._stop.action if self._stop else "stop",
-                "warmup_s": self._stop.warmup_s if self._stop else self.warmup_s}
+                "warmup_s": self._stop.warmup_s if self._stop else self.warmup_s,
+                **(self._ladder.describe() if self._ladder is not None else {})}
 
 
 class RampLoadShape(_LLMShape):

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from llmload.files import WARMUP_PHASE
 from llmload.metrics.record import CANCELLED, CSV_COLUMNS, OK
 from llmload.metrics.slo import SLO
 from llmload.metrics.step_verdict import (
@@ -175,9 +176,9 @@ class StepSample:
     def add(self, rows: list[tuple]) -> int:
         """Keep the rows of this step; returns how many."""
         start, status, col, e2e = _COL["start_time"], _COL["status"], _COL[self.column], _COL["e2e_ms"]
-        kept = 0
+        phase, kept = _COL["phase"], 0
         for r in rows:
-            if r[status] == CANCELLED or r[start] < self.started_at or r[col] is None:
+            if r[status] == CANCELLED or r[start] < self.started_at or r[col] is None or r[phase] == WARMUP_PHASE:
                 continue
             if abs(float(r[col]) - self.level) > 1e-9:
                 continue

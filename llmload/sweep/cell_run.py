@@ -22,6 +22,7 @@ from typing import Any
 
 from llmload import files
 from llmload.report import ReportError, ReportOptions, build_report, write_report
+from llmload.report.gpu import gpu_columns
 from llmload.sweep.cells import Cell
 from llmload.sweep.frontier import TPOT_P95, TTFT_P95
 from llmload.sweep.plan import Plan
@@ -45,14 +46,18 @@ def locust_command(plan: Plan, cell: Cell, url: str, prefix: str) -> list[str]:
     load = plan.load
     return [sys.executable, "-m", "locust", "-f", LOCUSTFILE, "--headless", "--host", url, "--csv", prefix,
             "--steps", ",".join(map(str, load.steps)), "--step-seconds", f"{load.step_seconds:g}",
+            *(["--step-precision", f"{load.step_precision:g}", "--step-warmup-s", f"{load.warmup_s:g}"]
+              if load.step_precision else []),
             "--stop-timeout", "10", "--only-summary", "--no-server-metrics", *cell.workload.locust_args(),
-            *[a for s in plan.slos for a in ("--slo", s.text())]]
+            *[a for s in plan.slos for a in ("--slo", s.text())],
+            *[a for u in cell.variant.deployment.gpu_metrics_urls(url) for a in ("--gpu-metrics", u)]]
 
 
 def report_options(plan: Plan, cell: Cell) -> ReportOptions:
     d = cell.variant.deployment
     return ReportOptions(slos=list(plan.slos), warmup_s=plan.load.warmup_s, gpu_hourly_usd=d.gpu_hourly_usd,
-                         gpus_per_replica=d.gpus, target_rps=plan.target_rps, headroom=plan.headroom)
+                         gpus_per_replica=d.gpus, target_rps=plan.target_rps, headroom=plan.headroom,
+                         usd_per_kwh=plan.usd_per_kwh)
 
 
 def _cell_entry(cell: Cell) -> dict[str, Any]:
@@ -68,7 +73,7 @@ def run_cell(plan: Plan, cell: Cell, cell_dir: str, stop: threading.Event,
     Never raises for the cell's own failures: they are its result."""
     os.makedirs(cell_dir, exist_ok=True)
     prefix = os.path.join(cell_dir, "run")
-    for suffix in (files.REQUESTS, files.LLM_STATS, files.HISTORY, files.MANIFEST):
+    for suffix in (files.REQUESTS, files.LLM_STATS, files.HISTORY, files.MANIFEST, files.GPU_METRICS):
         if os.path.exists(prefix + suffix):
             os.remove(prefix + suffix)  # a rerun (after a failure or a stop) starts clean, not appended
     entry = _cell_entry(cell) | {"prefix": prefix, "started": time.time()}
@@ -148,11 +153,11 @@ def _report(plan: Plan, cell: Cell, prefix: str, cell_dir: str,
         on_report(report, cell.id)
     o = report.overall
     return {"status": "done", "run_id": report.run_id, "capacity": o.capacity, "cost": o.cost, "plan": o.plan,
-            "steps": [_step(s.data) for s in o.steps], "warnings": report.warnings}
+            "gpu": gpu_columns(report), "steps": [_step(s.data) for s in o.steps], "warnings": report.warnings}
 
 
 def _step(d: dict[str, Any]) -> dict[str, Any]:
     """What the frontier needs of a report step."""
     return {"level": d["level"], "users": d["users"], "rps": d["rps"], "goodput_rps": d["goodput_rps"],
             "output_tps": d["output_tps"], "ok": d["ok"], "thin": d["thin"], "slo_met": d["slo_met"],
-            TTFT_P95: d["ttft_ms"]["p95"], TPOT_P95: d["tpot_ms"]["p95"]}
+            TTFT_P95: d["ttft_ms"]["p95"], TPOT_P95: d["tpot_ms"]["p95"], "ended": d.get("ended")}

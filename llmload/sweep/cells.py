@@ -89,7 +89,9 @@ def dry_run_text(plan: Plan) -> str:
     cells = expand(plan)
     lines = [f"{plan.path}: {len(cells)} cells ({len(variants(plan))} deployments × {len(plan.workloads)} "
              f"workloads × {plan.repeats} repeats), steps {','.join(map(str, plan.load.steps))} users of "
-             f"{plan.load.step_seconds:g} s each"]
+             f"{plan.load.step_seconds:g} s each"
+             + (f" at most (a step ends early once known to {plan.load.step_precision:g} %)"
+                if plan.load.step_precision else "")]
     for c in cells:
         d = c.variant.deployment
         where = " ".join(shlex.quote(w) for w in c.variant.command(0)).replace("--port 0", "--port {port}") \

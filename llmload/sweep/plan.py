@@ -16,7 +16,7 @@ The format (docs/sweep.md has it in full)::
       remote: {host: "http://10.0.0.5:8000", tp: 2, gpu_hourly_usd: 4.0}
     params: {max_num_seqs: [64, 128]}            # a matrix filled into every serve: template that names it
     workloads: {chat: {input_tokens: 512, output_tokens: 128}, rag: {scenario: scenarios/rag.yaml}}
-    load: {steps: [8, 16, 32], step_seconds: 30, warmup_s: 5}
+    load: {steps: [8, 16, 32], step_seconds: 30, warmup_s: 5, step_precision: 5}   # step_precision: optional
     repeats: 1
     reset: none                                  # vllm, sglang, none, or {command: "..."}
 """
@@ -34,10 +34,11 @@ from llmload.workload.file.spec import ScenarioError
 from llmload.workload.file.yaml_lines import Ctx, compose, keys, number, whole
 
 TOP_KEYS = {"slo", "target_rps", "target_users", "headroom", "deployments", "params", "workloads", "load",
-            "repeats", "reset"}
-DEPLOYMENT_KEYS = {"host", "serve", "env", "health", "start_timeout_s", "gpus", "tp", "pp", "dp", "gpu_hourly_usd"}
+            "repeats", "reset", "usd_per_kwh"}
+DEPLOYMENT_KEYS = {"host", "serve", "env", "health", "start_timeout_s", "gpus", "tp", "pp", "dp", "gpu_hourly_usd",
+                   "gpu_metrics"}
 WORKLOAD_KEYS = {"scenario", "input_tokens", "output_tokens"}
-LOAD_KEYS = {"steps", "step_seconds", "warmup_s"}
+LOAD_KEYS = {"steps", "step_seconds", "warmup_s", "step_precision"}
 RESETS = ("none", "vllm", "sglang")
 HEALTH_PATHS = ("/health", "/v1/models")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")  # names become folder names: keep them plain
@@ -57,6 +58,12 @@ class Deployment:
     env: dict[str, str] = field(default_factory=dict)
     health: str = "/health"
     start_timeout_s: float = 300.0
+    gpu_metrics: tuple[str, ...] = ()  # DCGM exporter URLs ({port}: the cell's server port), --gpu-metrics
+
+    def gpu_metrics_urls(self, server_url: str) -> list[str]:
+        """The exporters to read for a cell whose server is at ``server_url``."""
+        port = server_url.rsplit(":", 1)[-1].split("/")[0]
+        return [u.replace("{port}", port) for u in self.gpu_metrics]
 
     def placeholders(self) -> set[str]:
         """The ``{names}`` its serve: template uses."""
@@ -81,8 +88,9 @@ class Workload:
 @dataclass(frozen=True)
 class Load:
     steps: tuple[int, ...]
-    step_seconds: float
+    step_seconds: float  # with step_precision: the cap
     warmup_s: float = 5.0
+    step_precision: float = 0.0  # > 0: a step ends once its SLO percentiles are known to this % (--step-precision)
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,7 @@ class Plan:
     repeats: int = 1
     reset: str = "none"  # none, vllm, sglang
     reset_command: str | None = None
+    usd_per_kwh: float | None = None  # prices the GPUs' energy (deployments with gpu_metrics:)
 
 
 def read_plan(path: str) -> Plan:
@@ -152,7 +161,8 @@ def _parse(text: str, path: str) -> Plan:
                 workloads=tuple(_workloads(ctx, raw["workloads"], base)), load=_load(ctx, raw["load"]),
                 params=params, target_rps=number(ctx, raw, "target_rps", "", None, strict=True),
                 target_users=number(ctx, raw, "target_users", "", None, strict=True), headroom=headroom,
-                repeats=whole(ctx, raw, "repeats", "", 1, maximum=100), reset=reset, reset_command=reset_command)
+                repeats=whole(ctx, raw, "repeats", "", 1, maximum=100), reset=reset, reset_command=reset_command,
+                usd_per_kwh=number(ctx, raw, "usd_per_kwh", "", None))
 
 
 def _slos(ctx: Ctx, raw: Any) -> list[SLO]:
@@ -207,13 +217,19 @@ def _deployments(ctx: Ctx, raw: Any) -> list[Deployment]:
         env = d.get("env") or {}
         if not isinstance(env, dict) or not all(isinstance(v, str | int | float) for v in env.values()):
             raise ctx.error(f"{p}.env", "expected a mapping of NAME: value")
+        gpu_metrics = d.get("gpu_metrics") or []
+        gpu_metrics = [gpu_metrics] if isinstance(gpu_metrics, str) else gpu_metrics
+        if not isinstance(gpu_metrics, list) or not all(isinstance(u, str) and u.startswith(("http://", "https://"))
+                                                        for u in gpu_metrics):
+            raise ctx.error(f"{p}.gpu_metrics", "expected the URL (or a list of URLs) of a DCGM exporter's metrics, "
+                                                "e.g. http://gpu-node:9400/metrics ({port}: the cell's server port)")
         health = d.get("health", "/health")
         if health not in HEALTH_PATHS:
             raise ctx.error(f"{p}.health", f"expected {' or '.join(HEALTH_PATHS)}, got {health!r}")
         out.append(Deployment(name=name, gpus=gpus, gpu_hourly_usd=number(ctx, d, "gpu_hourly_usd", p),
                               host=d.get("host"), serve=d.get("serve"), env={k: str(v) for k, v in env.items()},
                               health=health, start_timeout_s=number(ctx, d, "start_timeout_s", p, 300.0,
-                                                                    strict=True)))
+                                                                    strict=True), gpu_metrics=tuple(gpu_metrics)))
     return out
 
 
@@ -266,7 +282,10 @@ def _load(ctx: Ctx, raw: Any) -> Load:
     if warmup >= step_s:
         raise ctx.error("load.warmup_s", f"{warmup:g} s of warm-up leaves nothing of a {step_s:g} s step to "
                                          "measure: make steps longer or the warm-up shorter")
-    return Load(steps=tuple(steps), step_seconds=step_s, warmup_s=warmup)
+    precision = number(ctx, raw, "step_precision", "load", 0.0)
+    if precision < 0 or precision >= 100:
+        raise ctx.error("load.step_precision", f"expected a percentage in (0, 100), e.g. 5, got {precision:g}")
+    return Load(steps=tuple(steps), step_seconds=step_s, warmup_s=warmup, step_precision=precision)
 
 
 def _reset(ctx: Ctx, raw: Any) -> tuple[str, str | None]:

@@ -5,7 +5,7 @@ sweep.json::
 
     {"plan": PATH, "slos": [...], "target_rps": X | null, "target_users": X | null, "headroom": 0.3,
      "cells": [{"id", "deployment", "workload", "repeat", "status", "error", "capacity", "cost", "plan",
-                "steps", "prefix", ...}],
+                "gpu", "steps", "prefix", ...}],
      "frontier": {WORKLOAD: [{"deployment", "load", "tok_s_per_gpu", "tok_s_per_user", "ttft_p95_ms",
                               "usd_per_1m_output_tokens", "usd_per_good_request", "slo_met", "pareto"}]},
      "best": {WORKLOAD: {"deployment", "replicas", "gpus", "usd_per_month", "runner_up", "margin_is_real"}}}
@@ -31,7 +31,7 @@ def sweep_summary(plan: Plan, cells: list[dict[str, Any]]) -> dict[str, Any]:
     return {"plan": plan.path, "slos": [s.text() for s in plan.slos], "target_rps": plan.target_rps,
             "target_users": plan.target_users, "headroom": plan.headroom, "repeats": plan.repeats,
             "load": {"steps": list(plan.load.steps), "step_seconds": plan.load.step_seconds,
-                     "warmup_s": plan.load.warmup_s},
+                     "warmup_s": plan.load.warmup_s, "step_precision": plan.load.step_precision or None},
             "cells": cells, "frontier": frontier_points(cells),
             "best": best_deployments(cells, plan.target_rps, plan.target_users, plan.headroom)}
 
@@ -49,12 +49,23 @@ def _margin(real: bool | None) -> str:
             None: "unknown (one repeat, or no runner-up)"}[real]
 
 
+def _precision_text(s: dict[str, Any]) -> str:
+    """With step_precision: how many of the cells' steps ended early (each cell's report says why)."""
+    pct = s["load"].get("step_precision")
+    if not pct:
+        return ""
+    steps = [st for c in s["cells"] if c["status"] == "done" for st in c.get("steps") or []]
+    early = sum(1 for st in steps if st.get("ended") == "precise")
+    return (f" Precision stop at {pct:g} %: {early} of {len(steps)} steps ended early (their SLO percentiles' 95 % "
+            "intervals were that close); the rest ran to the step seconds, their cap.")
+
+
 def sweep_blocks(s: dict[str, Any]) -> list[Block]:
     done = [c for c in s["cells"] if c["status"] == "done"]
     out = [Block("llmload sweep", 1, text=[
         f"Plan `{s['plan']}`: {len(s['cells'])} cells, {len(done)} finished. SLOs: {', '.join(s['slos']) or 'none'}; "
         f"target {_target(s)}; headroom {s['headroom']:g}; steps {','.join(map(str, s['load']['steps']))} users of "
-        f"{s['load']['step_seconds']:g} s (warm-up {s['load']['warmup_s']:g} s)."])]
+        f"{s['load']['step_seconds']:g} s (warm-up {s['load']['warmup_s']:g} s)." + _precision_text(s)])]
     rows = []
     for w, b in s["best"].items():
         ru = b.get("runner_up") or {}
@@ -75,11 +86,16 @@ def sweep_blocks(s: dict[str, Any]) -> list[Block]:
                    fmt(p[TTFT_P95], 1), {True: "yes", False: "no", None: "–"}[p["slo_met"]],
                    fmt_usd(p["usd_per_1m_output_tokens"]), fmt_usd(p["usd_per_good_request"])] for p in front]))
         out.append(Block("", 3, chart=f"frontier:{w}"))
+    # "gpu": the GPUs at capacity (llmload.report.gpu.gpu_columns), for deployments with gpu_metrics:
     out.append(Block("Cells", 2, header=["cell", "deployment", "workload", "repeat", "status", "capacity",
-                                         "limited by", "seconds"],
+                                         "limited by", "$ per 1M output tok", "GPU J per output token",
+                                         "GPU bound by", "seconds"],
                      rows=[[c["id"], c["deployment"], c["workload"], str(c["repeat"]), c["status"],
                             fmt((c.get("capacity") or {}).get("level")),
-                            str((c.get("capacity") or {}).get("limited_by") or "–"), fmt(c.get("seconds"), 0)]
+                            str((c.get("capacity") or {}).get("limited_by") or "–"),
+                            fmt_usd((c.get("cost") or {}).get("usd_per_million_output_tokens")),
+                            fmt((c.get("gpu") or {}).get("j_per_output_token"), 4),
+                            str((c.get("gpu") or {}).get("gpu_bound_by") or "–"), fmt(c.get("seconds"), 0)]
                            for c in s["cells"]]))
     errors = [f"- {c['id']}: " + c["error"].splitlines()[0] for c in s["cells"] if c.get("error")]
     if errors:

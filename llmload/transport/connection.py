@@ -20,10 +20,10 @@ import base64
 import ssl
 import urllib.request
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import unquote, urlsplit
 
-from llmload.wire.protocol import parse_header
+from llmload.wire.protocol import ANTHROPIC_VERSION, MESSAGES_KEY_HEADER, parse_header
 from llmload.wire.redact import is_secret_name, redact_text
 from llmload.wire.sse import DEFAULT_MAX_BYTES
 
@@ -96,6 +96,22 @@ class ClientOptions:
         """``text`` with every secret value replaced, for messages that quote a server."""
         return redact_text(text, (self.api_key or "", *self.secrets,
                                   *(v for n, v in self.headers if is_secret_name(n))))
+
+
+def for_messages_api(options: ClientOptions, key_header_given: bool) -> ClientOptions:
+    """The connection settings for the Anthropic Messages API: the key goes in ``x-api-key`` (unless
+    ``--api-key-header`` named a header), and ``anthropic-version`` is sent unless a header gives one.
+
+    Usage::
+
+        opts = for_messages_api(ClientOptions(api_key="sk-ant-..."), key_header_given=False)
+        opts.request_headers()   # [("x-api-key", "sk-ant-..."), ("anthropic-version", "2023-06-01")]
+    """
+    headers = options.headers
+    if not any(n.lower() == "anthropic-version" for n, _ in headers):
+        headers = headers + (("anthropic-version", ANTHROPIC_VERSION),)
+    key_header = options.api_key_header if key_header_given else MESSAGES_KEY_HEADER
+    return replace(options, headers=headers, api_key_header=key_header)
 
 
 @dataclass(frozen=True)

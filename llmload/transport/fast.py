@@ -36,14 +36,21 @@ from llmload.transport.stream import RECV_SIZE, Deadlines, ResponseStream
 from llmload.transport.target import Target
 from llmload.wire import http1
 from llmload.wire.chunks import classify_event
-from llmload.wire.protocol import error_message
+from llmload.wire.protocol import end_event_for, error_message
+
+MAX_WHOLE_BODY = 64 << 20  # a whole-body answer (embeddings): 64 MiB, e.g. 2,048 vectors of 4,096 floats
+
+BodyCheck = Callable[[bytes, R.RequestMeta, float, int], R.RequestRecord]
+"""Makes a whole-body request's record: (body, meta, latency_ms, http_status) → record."""
 
 
 class FastTransport:
     """One user's keep-alive connection to the server; see the module docstring."""
 
-    def __init__(self, base_url: str, path: str, options: ClientOptions | None = None, **settings: Any) -> None:
-        """``settings`` override fields of ``options`` (``timeout=60``, ``api_key=...``)."""
+    def __init__(self, base_url: str, path: str, options: ClientOptions | None = None,
+                 accept: str = "text/event-stream", **settings: Any) -> None:
+        """``settings`` override fields of ``options`` (``timeout=60``, ``api_key=...``); ``accept``: the
+        Accept header (``application/json`` for whole-body endpoints such as embeddings)."""
         self.options = options = dataclasses.replace(options or ClientOptions(), **settings)
         self.target = Target(base_url, path, options.query)
         self.sock: socket.socket | None = None
@@ -52,13 +59,14 @@ class FastTransport:
         self._ssl_context = options.ssl_context() if self._tls else None
         self._proxy = proxy_for(self.target.scheme, self.target.host)
         self._deadlines = Deadlines(options.first_token_deadline, options.timeout, options.request_deadline)
+        self._end_event = end_event_for(path)  # the Messages API's message_stop: a stream without it is cut
         # Through an HTTP proxy a plain-http request names the whole URL; an https one tunnels.
         request_target = self.target.url if self._proxy and not self._tls else self.target.path
         head = [
             f"POST {request_target} HTTP/1.1",
             f"Host: {self.target.host_header}",
             "Content-Type: application/json",
-            "Accept: text/event-stream",
+            f"Accept: {accept}",
             "Accept-Encoding: identity",
             "User-Agent: llmload",
         ]
@@ -127,12 +135,16 @@ class FastTransport:
 
     def stream(self, body: bytes, meta: R.RequestMeta, want_text: bool = False,
                headers: dict[str, str] | None = None,
-               on_cancel: Callable[[R.RequestRecord], None] | None = None) -> R.RequestRecord:
+               on_cancel: Callable[[R.RequestRecord], None] | None = None,
+               check_body: BodyCheck | None = None) -> R.RequestRecord:
         """Send one streaming request and time it; never raises for server or network faults.
 
         When the calling greenlet is killed mid-request (the end of a test), ``on_cancel``
         gets the request's record (``cancelled``, or what it was if it had just ended) before
-        the kill propagates."""
+        the kill propagates. ``check_body``: the request answers with one whole body, not a
+        stream (embeddings): a 2xx body of up to ``MAX_WHOLE_BODY`` bytes is read to its end and
+        ``check_body(body, meta, latency_ms, status)`` makes the record (latency: t0 to the
+        kernel's receive time of the body's last bytes)."""
         extra = f"X-Request-Id: {meta.request_id}\r\n"
         if headers:
             extra += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
@@ -154,7 +166,7 @@ class FastTransport:
                     return R.failed_record(meta, R.CONNECT_ERROR, f"cannot connect to {where}: "
                                            f"{explain_connect_error(e)}",
                                            e2e_ms=(perf_counter() - c0) * 1000.0)
-            rec = self._exchange(data, meta, want_text, on_cancel)
+            rec = self._exchange(data, meta, want_text, on_cancel, check_body)
             if rec is not None:
                 return rec
             # A reused keep-alive connection the server had just closed: retry once, fresh.
@@ -164,15 +176,19 @@ class FastTransport:
         return R.failed_record(meta, R.CONNECT_ERROR, "connection closed before any response")
 
     def _exchange(self, data: bytes, meta: R.RequestMeta, want_text: bool,
-                  on_cancel: Callable[[R.RequestRecord], None] | None) -> R.RequestRecord | None:
+                  on_cancel: Callable[[R.RequestRecord], None] | None,
+                  check_body: BodyCheck | None = None) -> R.RequestRecord | None:
         sock = self.sock
         assert sock is not None
         tls = self._tls
         reader = None if tls else process_reader()
         waiter = None if tls else Waiter()
         acc = R.StreamAccumulator(0.0, want_text)
+        acc.end_event = self._end_event
         st = ResponseStream(None if tls else sock._sock, acc, self._deadlines, waiter, reader,
                             self.options.max_event_bytes, meta.max_tokens)
+        if check_body is not None:
+            st.max_body = MAX_WHOLE_BODY
         if reader is not None:
             reader.watch(st, sock.fileno())
         meta.start_time = time.time()
@@ -216,17 +232,30 @@ class FastTransport:
         try:
             # A server's decode step ends many streams in one read pass; their users resume in one
             # loop turn, and finishing each record there held the loop 2-3 ms at 128 streams.
-            yield_if_turn_is_long()
+            # Not for a whole-body answer (embeddings): its time is already the kernel's stamp of its
+            # last bytes, and 16 users checking 18-kB answers in one turn paused up to 16 times each:
+            # 24 ms per request, a quarter of the requests (benchmarks/endpoint_embeddings.py).
+            if check_body is None:
+                yield_if_turn_is_long()
         except BaseException:  # killed while waiting for the next turn: the request is still recorded
             if on_cancel is not None:
-                on_cancel(self._record(st, meta, state, detail, t0, t_end))
+                on_cancel(self._record(st, meta, state, detail, t0, t_end, check_body))
             raise
-        return self._record(st, meta, state, detail, t0, t_end)
+        return self._record(st, meta, state, detail, t0, t_end, check_body)
 
     def _record(self, st: ResponseStream, meta: R.RequestMeta, state: str, detail: str, t0: float,
-                t_end: float) -> R.RequestRecord:
+                t_end: float, check_body: BodyCheck | None = None) -> R.RequestRecord:
         code = st.code
         e2e = (t_end - t0) * 1000.0
+        if check_body is not None and 200 <= code < 300 and not st.sse_body:
+            if state == "complete":
+                end = st.last_read if st.last_read is not None else t_end
+                return check_body(st.whole_body(), meta, (end - t0) * 1000.0, code)
+            if state == "timeout":
+                return R.failed_record(meta, R.TIMEOUT, st.timeout_detail(), http_status=code, e2e_ms=e2e)
+            why = (f"a response body over {MAX_WHOLE_BODY} bytes" if state == "error_body_cut"
+                   else detail or "connection closed before the whole body")
+            return R.failed_record(meta, R.PROTOCOL_ERROR, why, http_status=code, e2e_ms=e2e)
         if code and not 200 <= code < 300:
             if 300 <= code < 400:
                 where = st.head.headers.get("location", "?") if st.head else "?"

@@ -54,6 +54,8 @@ class OpenAITransport:
         self.options = options = dataclasses.replace(options or ClientOptions(), **settings)
         self.target = target = Target(base_url, path, options.query)
         bare = target.path.split("?", 1)[0].rstrip("/")
+        if bare.endswith("/messages"):
+            raise ValueError(f"{path}: the openai SDK has no Anthropic Messages API; use --transport fast")
         self.kind = next((k for k, sfx in _KIND_SUFFIX.items() if bare.endswith(sfx)), "chat")
         base_path = bare[: -len(_KIND_SUFFIX[self.kind])]
         headers: dict[str, Any] = {"Accept-Encoding": "identity", **dict(options.headers)}

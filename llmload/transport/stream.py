@@ -141,7 +141,7 @@ class ResponseStream:
 
     __slots__ = ("raw", "head_buf", "head", "body", "sse", "acc", "want_text", "code", "waiter", "fd",
                  "result", "deadlines", "received", "reader", "err_body", "err_len", "plain", "sse_body",
-                 "inflate", "max_tokens", "max_events")
+                 "inflate", "max_tokens", "max_events", "max_body", "last_read")
 
     def __init__(self, raw: socket.socket | None, acc: R.StreamAccumulator, deadlines: Deadlines,
                  waiter: Any, reader: Any, max_event_bytes: int = DEFAULT_MAX_BYTES,
@@ -167,6 +167,8 @@ class ResponseStream:
         self.inflate: Inflater | None = None  # set when the server compressed the body
         self.max_tokens = max_tokens
         self.max_events = output_event_cap(max_tokens)
+        self.max_body = MAX_ERROR_BODY  # a body that is not an event stream: what is kept of it (raised for
+        self.last_read: float | None = None  # whole-body requests, e.g. embeddings) and when its last bytes came
 
     def deadline(self) -> float:
         """When this request times out unless an output event arrives before (or, with a request
@@ -269,7 +271,8 @@ class ResponseStream:
             self.sse_body = payload.lstrip()[:1] not in (b"{", b"[")
         if not self.sse_body:
             self.err_len += len(payload)
-            if self.err_len <= MAX_ERROR_BODY:
+            self.last_read = now
+            if self.err_len <= self.max_body:
                 self.err_body.append(payload)
             elif not done:  # enough of it to say what went wrong; the rest is not read
                 self.end("error_body_cut", "")
@@ -340,3 +343,7 @@ class ResponseStream:
 
     def error_body(self) -> bytes:
         return b"".join(self.err_body)[:MAX_ERROR_BODY]
+
+    def whole_body(self) -> bytes:
+        """The body that is not an event stream, as far as ``max_body`` kept it."""
+        return b"".join(self.err_body)

@@ -1,9 +1,11 @@
 """What one SSE event means for the metrics: output or not, visible or not, the finish reason,
 usage, an error, the end. Pure.
 
-Chat and completions chunks (vLLM, SGLang, TGI, llama.cpp, Ollama, OpenAI, Azure, ...) and the
+Chat and completions chunks (vLLM, SGLang, TGI, llama.cpp, Ollama, OpenAI, Azure, ...), the
 Responses API's events (``response.output_text.delta``, ``response.reasoning_text.delta``,
-``response.completed`` with usage, ...) map onto one :class:`Chunk`.
+``response.completed`` with usage, ...) and the Anthropic Messages API's events
+(``content_block_delta`` with text, thinking or tool input JSON, ``message_delta`` with the stop
+reason and usage, ``message_stop``) map onto one :class:`Chunk`.
 
 ``classify`` decides the common case, a content delta with no finish reason, from the bytes alone
 (no ``json.loads``): that is most chunks of every stream, and skipping the parse saves ~17 % of the
@@ -260,6 +262,110 @@ def classify_event(event: bytes | tuple[str, bytes], want_text: bool = False) ->
             return Chunk(error=payload.decode("utf-8", "replace")[:500])
         chunk = interpret(obj) if isinstance(obj, dict) else Chunk()
         return chunk if chunk.error else Chunk(error=payload.decode("utf-8", "replace")[:500])
+    if name == "content_block_delta":  # a Messages token: one of these per token, decided from bytes when plain
+        if not want_text and is_plain_text_delta(payload):
+            return PLAIN
+        return _messages_event(payload)
     if name.startswith("response."):
         return classify(payload, want_text=True)
+    if name in MESSAGES_EVENTS:
+        return _messages_event(payload)
     return IGNORED  # pings and other named events
+
+
+# -- the Anthropic Messages API (/v1/messages) -------------------------------------------------
+# The events that mean something (ping, content_block_stop and unknown names are ignored; error is
+# handled above, as for the Responses API: {"type":"error","error":{"type":...,"message":...}}).
+MESSAGES_EVENTS = frozenset({"message_start", "content_block_start", "content_block_delta", "message_delta",
+                             "message_stop"})
+MESSAGES_END = "message_stop"  # a Messages stream without it did not end (record.StreamAccumulator.end_event)
+_TEXT_DELTA = b'"delta":{"type":"text_delta","text":"'
+_TEXT_DELTA_LEN = len(_TEXT_DELTA)
+# Messages usage → the chat shape. Anthropic's input_tokens leaves out the cached part: the prompt is
+# input + cache reads + cache writes, and the cached tokens are the cache reads.
+MESSAGES_USAGE = ((("input_tokens",), "input"), (("cache_read_input_tokens",), "cache_read"),
+                  (("cache_creation_input_tokens",), "cache_write"), (("output_tokens",), "output"))
+_STOP_REASON_CAP = 100
+
+
+def is_plain_text_delta(p: bytes) -> bool:
+    """A Messages ``text_delta`` with non-empty text, decided from the bytes (quotes inside JSON strings
+    are escaped, so the marker can only be the delta's own keys); anything else is parsed."""
+    j = p.find(_TEXT_DELTA)
+    return j > 0 and p[j + _TEXT_DELTA_LEN:j + _TEXT_DELTA_LEN + 1] not in (b'"', b"") and p[-1:] == b"}" \
+        and p.rfind(DELTA_KEY) == j and ERROR_KEY not in p
+
+
+def messages_usage(usage: Any, with_output: bool) -> dict[str, Any] | None:
+    """A Messages usage object in the chat shape; ``with_output`` False leaves out ``output_tokens``
+    (message_start's is a placeholder, 0 or 1, before anything was generated). Raises
+    :class:`UsageError` for a count :func:`checked_count` refuses."""
+    if not isinstance(usage, dict):
+        return None
+    counts: dict[str, int] = {}
+    for path, name in MESSAGES_USAGE:
+        count = checked_count(usage.get(path[0]), path[0])
+        if count is not None:
+            counts[name] = count
+    out: dict[str, Any] = {}
+    if "input" in counts:
+        out["prompt_tokens"] = counts["input"] + counts.get("cache_read", 0) + counts.get("cache_write", 0)
+        if "cache_read" in counts:
+            out["prompt_tokens_details"] = {"cached_tokens": counts["cache_read"]}
+    if with_output and "output" in counts:
+        out["completion_tokens"] = counts["output"]
+    return out or None
+
+
+def _messages_event(payload: bytes) -> Chunk:
+    try:
+        obj = json.loads(payload)
+    except (ValueError, UnicodeDecodeError) as e:
+        return Chunk(bad=f"invalid JSON in SSE data: {e.__class__.__name__}: {e}"[:200])
+    if not isinstance(obj, dict):
+        return Chunk(bad="SSE data is not a JSON object")
+    return interpret_messages_event(obj)
+
+
+def interpret_messages_event(obj: dict[str, Any]) -> Chunk:
+    """One Messages API event, by its ``type``. Output: non-empty text, thinking or tool input JSON,
+    and a tool_use block's start (its name is generated, as a chat stream's first tool-call piece);
+    signature deltas are not output. ``tool_calls`` pieces are in the chat shape (index, id, name,
+    argument text), so :func:`llmload.wire.tool_calls.assemble` puts the calls back together."""
+    kind = obj.get("type")
+    try:
+        if kind == "content_block_delta":
+            delta = obj.get("delta") if isinstance(obj.get("delta"), dict) else {}
+            dtype = delta.get("type")
+            if dtype == "text_delta" and delta.get("text"):
+                return Chunk(output=True, visible=True, text=str(delta["text"]))
+            if dtype == "thinking_delta" and delta.get("thinking"):
+                return Chunk(output=True)
+            if dtype == "input_json_delta" and delta.get("partial_json"):
+                return Chunk(output=True, tool_calls=[{"index": obj.get("index"),
+                                                       "function": {"arguments": str(delta["partial_json"])}}])
+            return IGNORED
+        if kind == "content_block_start":
+            block = obj.get("content_block") if isinstance(obj.get("content_block"), dict) else {}
+            if block.get("type") == "tool_use":
+                return Chunk(output=True, tool_calls=[{"index": obj.get("index"), "id": block.get("id"),
+                                                       "type": "function",
+                                                       "function": {"name": str(block.get("name") or "")}}])
+            if block.get("type") == "text" and block.get("text"):
+                return Chunk(output=True, visible=True, text=str(block["text"]))
+            return IGNORED
+        if kind == "message_start":
+            message = obj.get("message") if isinstance(obj.get("message"), dict) else {}
+            return Chunk(usage=messages_usage(message.get("usage"), with_output=False))
+        if kind == "message_delta":
+            delta = obj.get("delta") if isinstance(obj.get("delta"), dict) else {}
+            stop = delta.get("stop_reason")
+            return Chunk(finish_reason=str(stop)[:_STOP_REASON_CAP] if stop else None,
+                         usage=messages_usage(obj.get("usage"), with_output=True))
+        if kind == MESSAGES_END:
+            return DONE
+        if kind == "error":
+            return interpret_response_event(obj)
+    except UsageError as e:
+        return Chunk(bad=str(e))
+    return IGNORED

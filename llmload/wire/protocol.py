@@ -5,6 +5,7 @@ Usage::
 
     body = chat_body("my-model", [{"role": "user", "content": "hi"}], max_tokens=64)
     body = responses_body("my-model", [{"role": "user", "content": "hi"}], max_output_tokens=64)
+    body = messages_body("my-model", [{"role": "user", "content": "hi"}], max_tokens=64)   # Anthropic's
     data = encode_body(body)
     parse_header("api-key: env:AZURE_KEY")   # ("api-key", the variable's value): a secret
 """
@@ -16,7 +17,20 @@ import os
 from typing import Any
 
 # The endpoints llmload streams from, by the name --endpoint and scenario files use.
-ENDPOINTS = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "responses": "/v1/responses"}
+ENDPOINTS = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "responses": "/v1/responses",
+             "messages": "/v1/messages"}
+# Endpoints that answer with one whole body, not a stream (LLMEmbeddingsUser, LLMRerankUser), by name.
+BODY_ENDPOINTS = {"embeddings": "/v1/embeddings", "rerank": "/v1/rerank", "score": "/v1/score"}
+# The Anthropic Messages API: its version header, and where its key goes (not Authorization: Bearer).
+ANTHROPIC_VERSION = "2023-06-01"
+MESSAGES_KEY_HEADER = "x-api-key"
+MESSAGES_END_EVENT = "message_stop"
+
+
+def end_event_for(path: str) -> str | None:
+    """The event a stream from ``path`` must end with to be whole: ``message_stop`` for the Messages
+    API (``.../messages``); None for the OpenAI endpoints, where a finish reason is enough."""
+    return MESSAGES_END_EVENT if path.split("?", 1)[0].rstrip("/").endswith("/messages") else None
 
 
 def chat_body(
@@ -62,6 +76,33 @@ def responses_body(
     body: dict[str, Any] = {"model": model, "input": messages, "stream": stream}
     if max_output_tokens is not None:
         body["max_output_tokens"] = max_output_tokens
+    if sampling:
+        body.update(sampling)
+    if extra:
+        body.update(extra)
+    return body
+
+
+def messages_body(
+    model: str,
+    messages: list[dict[str, Any]],
+    max_tokens: int | None,
+    *,
+    stream: bool = True,
+    sampling: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Body of an Anthropic `/v1/messages` request: system messages go to the top-level ``system``
+    (the API has no system role); usage always comes in the stream (message_start, message_delta).
+    ``extra`` carries ``thinking: {type: enabled, budget_tokens: N}``, ``tools``, ..."""
+    system = [m.get("content") for m in messages if m.get("role") == "system"]
+    body: dict[str, Any] = {"model": model, "messages": [m for m in messages if m.get("role") != "system"]}
+    if system:
+        body["system"] = "\n\n".join(str(s) for s in system) if all(isinstance(s, str) for s in system) else \
+            [part for s in system for part in (s if isinstance(s, list) else [{"type": "text", "text": str(s)}])]
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    body["stream"] = stream
     if sampling:
         body.update(sampling)
     if extra:

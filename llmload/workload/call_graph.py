@@ -83,6 +83,12 @@ class GraphCall:
     output_tokens: int | None
     wait_s: float
     fresh_task: bool = False  # a fresh call's new input is a task (a sub-agent's), not a tool result
+    # A replayed trace's call (llmload.workload.trace.graph_trace) says what to send instead of new_tokens:
+    input_tokens: int | None = None  # a prompt of exactly this many words, its blocks from hash_ids
+    hash_ids: tuple[int, ...] = ()  # the trace's prefix blocks (equal ids: equal text, a shared prefix)
+    messages: tuple[dict, ...] | None = None  # recorded messages: the whole prompt (fresh) or the new ones (parent)
+    block_tokens: int = 0  # tokens per hash id (0: the trace section's block_tokens)
+    replies: tuple[tuple[int, str], ...] = ()  # (index in messages, call id): that recorded reply, sent live
 
 
 @dataclass(frozen=True)
@@ -108,13 +114,13 @@ class GraphError(ValueError):
     """A call graph that cannot run; the message names the call."""
 
 
-def check_graph(calls: list[GraphCall] | tuple[GraphCall, ...]) -> CallGraph:
+def check_graph(calls: list[GraphCall] | tuple[GraphCall, ...], max_calls: int = MAX_CALLS) -> CallGraph:
     """The calls in a topological order (stable: the given order where it is one), or GraphError
     for a duplicate id, an unknown parent, a cycle, or a ``parent`` context without a parent."""
     if not calls:
         raise GraphError("a call graph needs at least one call")
-    if len(calls) > MAX_CALLS:
-        raise GraphError(f"{len(calls)} calls in one session: at most {MAX_CALLS}")
+    if len(calls) > max_calls:
+        raise GraphError(f"{len(calls)} calls in one session: at most {max_calls}")
     ids = [c.id for c in calls]
     seen: set[str] = set()
     for c in calls:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from llmload.wire.protocol import chat_body, completions_body, encode_body, responses_body
+from llmload.wire.protocol import chat_body, completions_body, encode_body, messages_body, responses_body
 
 
 @dataclass(slots=True)
@@ -31,7 +31,9 @@ class LLMRequest:
     headers: dict[str, str] | None = None  # per-request headers (a session's affinity header)
 
     def body(self, endpoint: str = "chat") -> dict[str, Any]:
-        """The JSON body for ``endpoint`` (``chat``, ``completions`` or ``responses``)."""
+        """The JSON body for ``endpoint`` (``chat``, ``completions``, ``responses`` or ``messages``)."""
+        if self.messages is not None and endpoint == "messages":
+            return messages_body(self.model, self.messages, self.max_tokens, sampling=self.sampling, extra=self.extra)
         if self.messages is not None and endpoint == "responses":
             return responses_body(self.model, self.messages, self.max_tokens, sampling=self.sampling, extra=self.extra)
         if self.messages is not None:

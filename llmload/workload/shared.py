@@ -41,7 +41,7 @@ class SharedState:
         key = (scenario.path, spec.name, scenario.seed)  # a new run seed: new prefixes
         pool = self._prefixes.get(key)
         if pool is None:
-            pool = self._prefixes[key] = PrefixPool(spec.prefix_groups, scenario.seed, spec.name)
+            pool = self._prefixes[key] = PrefixPool(spec.prefix_groups, scenario.seed, spec.name, spec.prefix_prime)
         return pool
 
     def conversations(self, spec: WorkloadSpec) -> list[Conversation]:

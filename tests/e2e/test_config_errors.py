@@ -18,7 +18,9 @@ UI = os.path.join(ROOT, "locustfiles", "ui.py")
 
 BAD = [
     ("no host", [CHAT], "no server address: pass --host"),
-    ("unknown endpoint", [CHAT, "--endpoint", "embeddings"], "--endpoint 'embeddings': expected one of chat"),
+    ("unknown endpoint", [CHAT, "--endpoint", "chats"], "--endpoint 'chats': expected one of chat"),
+    ("messages over the openai sdk", [CHAT, "--endpoint", "messages", "--transport", "openai"],
+     "--transport openai cannot send the Anthropic Messages API (endpoint messages)"),
     ("unknown transport", [CHAT, "--transport", "grpc"], "--transport 'grpc': expected one of fast, openai"),
     ("missing scenario", [CHAT, "--scenario", "no/such.yaml"], "no/such.yaml: cannot read the scenario file"),
     ("mistyped key", [CHAT, "--scenario", "{typo}"], "workloads.chat.input_tokns: unknown key; did you mean "

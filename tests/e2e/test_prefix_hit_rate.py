@@ -53,3 +53,18 @@ def test_a_kv_cache_too_small_for_the_prefixes_shows_the_shortfall(mock_factory,
     data = json.loads((tmp_path / "rep" / "report.json").read_text())
     assert data["scenarios"]["rag"]["prefix_cache"]["intended_hit_ratio"] == 0.6
     assert data["prefix_cache"]["hit_ratio_tokens"] < 0.45 and any("intended" in w for w in data["warnings"])
+
+
+def test_primed_prefixes_and_a_warm_up_leave_no_first_use_in_the_measured_rows(mock_factory, tmp_path):
+    mock = mock_factory(*FAST)
+    primed = INTENDED.replace("prefix: {groups:", "prefix: {prime: true, groups:")
+    rows, out, prefix = run_scenario(tmp_path, mock, primed, "primed", "-u", "4", "-r", "4", "-t", "4s",
+                                     "--stop-timeout", "10", "--warmup-seconds", "2", "--warmup-users", "4")
+    warm = rows[rows["phase"] == "warmup"]
+    measured = rows[rows["phase"] != "warmup"]
+    assert len(warm) >= 8 and len(measured) >= 50
+    # the process's first 8 picks were the 8 prefixes, once each, in the warm-up: 8 misses, a few more
+    # only where a prefix was drawn again while its first request was still in prefill
+    assert 8 <= (warm["cached_tokens"] == 0).sum() <= 12
+    assert (measured["cached_tokens"] == 304).all()  # every measured prompt found its whole prefix cached
+    assert abs(cached_share(measured) - 304 / 504) < 1e-9

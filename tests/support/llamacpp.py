@@ -138,6 +138,12 @@ def _build_or_fail() -> Path:
         pytest.fail(f"could not build llama-server: {e}", pytrace=False)
 
 
+@pytest.fixture(scope="session", name="llama_binary")
+def llama_binary_fixture() -> Path:
+    """The built ``llama-server`` (built here on first use; a failed build fails the test)."""
+    return _build_or_fail()
+
+
 @pytest.fixture(scope="session", name="tiny_model")
 def tiny_model_fixture(tmp_path_factory) -> Path:
     return write_tiny_model(tmp_path_factory.mktemp("llamacpp") / "tiny-llama.gguf")

@@ -32,15 +32,16 @@ globals().update(users_from_scenario({path!r}))
 """
 
 
-def run_scenario(tmp_path, mock, yaml_text: str, name: str, *args: str, timeout: float = 120):
-    """A headless run of a scenario file written from ``yaml_text``: (rows, output, prefix)."""
+def run_scenario(tmp_path, mock, yaml_text: str, name: str, *args: str, timeout: float = 120, boosted: bool = False):
+    """A headless run of a scenario file written from ``yaml_text``: (rows, output, prefix);
+    ``boosted``: Locust at a higher priority (a test of its timing, see :func:`run_locust`)."""
     scen = tmp_path / f"{name}.yaml"
     scen.write_text(textwrap.dedent(yaml_text))
     lf = tmp_path / f"{name}_locustfile.py"
     lf.write_text(SCENARIO_LOCUSTFILE.format(path=str(scen)))
     prefix = tmp_path / name
     res = run_locust(["-f", str(lf), "--host", mock.url, "--headless", "--csv", str(prefix), *args], tmp_path,
-                     timeout=timeout)
+                     timeout=timeout, boosted=boosted)
     assert res.returncode == 0, res.stderr[-3000:]
     return load_rows(prefix), res.stdout + res.stderr, prefix
 

@@ -197,3 +197,26 @@ workloads:
 def test_a_bad_prefix_hit_rate_names_the_key(tmp_path, body, said):
     with pytest.raises(ScenarioError, match=re.escape(said)):
         scenario(tmp_path, f"workloads:\n  w:\n    {body}\n")
+
+
+def test_a_primed_pool_sends_every_prefix_once_before_drawing_by_popularity(tmp_path):
+    from llmload.workload.scenario_workload import PrefixPool
+    spec = scenario(tmp_path, """
+workloads:
+  rag:
+    input_tokens: 100
+    prefix_hit_rate: 0.5
+    prefix: {prime: true, groups: [{name: a, count: 3, popularity: zipf}, {name: b, count: 2}]}
+  single:
+    prefix: {tokens: 64, count: 2, prime: true}
+""")
+    rag, single = spec.workloads
+    assert rag.prefix_prime and single.prefix_prime and single.prefix_groups[0].count == 2
+    pool = PrefixPool(rag.prefix_groups, 1, "rag", prime=True)
+    rng = random.Random(0)
+    first = [(g.name, i) for g, i, _ in (pool.pick(rng) for _ in range(5))]
+    assert sorted(first) == [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1)]  # each once
+    later = {(g.name, i) for g, i, _ in (pool.pick(rng) for _ in range(200))}
+    assert ("a", 0) in later  # then by popularity
+    with pytest.raises(ScenarioError, match=re.escape("workloads.w.prefix.prime: expected true or false")):
+        scenario(tmp_path, "workloads:\n  w:\n    prefix: {tokens: 64, prime: 3}\n")

@@ -52,3 +52,30 @@ def test_report_on_a_folder_suggests_the_prefix_found_there(tmp_path, capsys):
     assert main(["report", str(folder)]) == 2
     err = capsys.readouterr().err
     assert f"e.g. {folder / 'run'}," in err, err
+
+
+def test_report_archives_by_default_and_not_with_no_archive(tmp_path, monkeypatch, capsys):
+    from llmload.report.archive import Archive
+
+    db = tmp_path / "runs.sqlite"
+    monkeypatch.setenv("LLMLOAD_ARCHIVE", str(db))  # the default archive, never the user's home
+    prefix = _run(tmp_path / "chat_requests.csv", 100.0)
+    assert main(["report", prefix, "--warmup-s", "2", "--out", str(tmp_path / "r1")]) == 0
+    assert f"in {db}" in capsys.readouterr().out
+    assert main(["report", prefix, "--warmup-s", "2", "--out", str(tmp_path / "r2"), "--no-archive"]) == 0
+    assert "archived" not in capsys.readouterr().out
+    with Archive.open(str(db)) as a:
+        assert [r["source"] for r in a.runs()] == ["report"]
+
+
+def test_an_archive_that_cannot_be_opened_fails_only_when_named(tmp_path, monkeypatch, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    bad = str(blocker / "runs.sqlite")  # its folder is a file: it cannot be made
+    prefix = _run(tmp_path / "chat_requests.csv", 100.0)
+    assert main(["report", prefix, "--warmup-s", "2", "--out", str(tmp_path / "r1"), "--archive", bad]) == 2
+    assert f"archive {bad}" in capsys.readouterr().err
+    monkeypatch.setenv("LLMLOAD_ARCHIVE", bad)
+    assert main(["report", prefix, "--warmup-s", "2", "--out", str(tmp_path / "r2")]) == 0
+    assert "warning: not archived" in capsys.readouterr().err
+    assert (tmp_path / "r2" / "report.json").exists()

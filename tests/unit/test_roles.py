@@ -16,13 +16,14 @@ from locust.event import Events
 
 from llmload.metrics.record import RequestMeta, RequestRecord
 from llmload.metrics.stats import LLMStats
-from llmload.plugin import messages
+from llmload.plugin import messages, prometheus_export
 from llmload.plugin.roles import LocalRole, MasterRole, WorkerRole
 from llmload.plugin.wiring import LLMLoadPlugin
 from tests.support.processes import ROOT
 
 PLUGIN = os.path.join(ROOT, "llmload", "plugin")
-NOT_MESSAGES = {"llmload_user", "llmload_version"}  # a user class's marker, a manifest key
+# a user class's marker, a manifest key, and llmload's own Prometheus metrics (plugin.prometheus_export)
+NOT_MESSAGES = {"llmload_user", "llmload_version", *prometheus_export.NAMES}
 
 
 class FakeRunner:

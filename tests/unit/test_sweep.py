@@ -47,6 +47,10 @@ def test_a_plan_expands_into_deployments_params_workloads_and_repeats():
     (("repeats: 2", "repeats: 0"), "p.yaml:11: repeats: expected a whole number >= 1"),
     (("slo: [ttft_p95_ms=2000]", "slo: [ttft_p95=2000]"), "p.yaml:1: slo[0]:"),
     (("target_rps: 10", "target_rps: 10\ntarget_users: 5"), "target_users: give target_rps or target_users"),
+    (("gpu_hourly_usd: 3}", "gpu_hourly_usd: 3, gpu_metrics: 9400}"),
+     "p.yaml:5: deployments.big.gpu_metrics: expected the URL (or a list of URLs) of a DCGM exporter's metrics"),
+    (("step_seconds: 10}", "step_seconds: 10, step_precision: 100}"), "p.yaml:10: load.step_precision: expected a "
+                                                                     "percentage in (0, 100), e.g. 5, got 100"),
 ])
 def test_a_wrong_plan_names_file_line_and_key(change, message):
     with pytest.raises(PlanError) as e:
@@ -100,3 +104,27 @@ def test_a_deployment_without_capacity_in_any_repeat_is_not_an_answer():
     cells = [_cell("cheap", "chat", 1, 1.0, [(8, 500.0)], None), _cell("dear", "chat", 1, 9.0, [(8, 500.0)], 5.0)]
     assert best_deployments(cells, 10.0, None, 0.3)["chat"]["deployment"] == "dear"
     assert best_deployments(cells[:1], 10.0, None, 0.3)["chat"]["deployment"] is None
+
+
+def test_a_deployments_gpu_metrics_reach_its_cells_locust_and_report():
+    from llmload.sweep.cell_run import locust_command, report_options
+
+    text = PLAN.replace('gpu_hourly_usd: 2}', 'gpu_hourly_usd: 2, gpu_metrics: "http://127.0.0.1:{port}/dcgm/metrics"}')
+    plan = parse_plan(text + "usd_per_kwh: 0.15\n", "p.yaml")
+    small, big = expand(plan)[0], expand(plan)[-1]
+    cmd = locust_command(plan, small, "http://127.0.0.1:8123", "/tmp/x/run")
+    assert cmd[cmd.index("--gpu-metrics") + 1] == "http://127.0.0.1:8123/dcgm/metrics"
+    assert "--gpu-metrics" not in locust_command(plan, big, "http://127.0.0.1:8000", "/tmp/x/run")
+    assert report_options(plan, small).usd_per_kwh == 0.15
+
+
+def test_step_precision_goes_to_every_cell_with_the_plan_warm_up():
+    from llmload.sweep.cell_run import locust_command
+
+    plain = parse_plan(PLAN, "p.yaml")
+    assert "--step-precision" not in locust_command(plain, expand(plain)[0], "http://x", "p")
+    plan = parse_plan(PLAN.replace("step_seconds: 10}", "step_seconds: 10, warmup_s: 2, step_precision: 5}"), "p.yaml")
+    assert plan.load.step_precision == 5.0
+    cmd = locust_command(plan, expand(plan)[0], "http://x", "p")
+    assert cmd[cmd.index("--step-precision") + 1] == "5" and cmd[cmd.index("--step-warmup-s") + 1] == "2"
+    assert "10 s each at most (a step ends early once known to 5 %)" in dry_run_text(plan)

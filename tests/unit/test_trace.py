@@ -290,7 +290,8 @@ def test_format_override_and_detection_errors(tmp_path):
     assert load_trace(p).format == "plain"
     with pytest.raises(TraceError, match=r"plain.txt:1: timestamp: missing"):
         load_trace(p, fmt="mooncake")
-    with pytest.raises(TraceError, match=r"format: expected one of mooncake, azure, burstgpt, plain, got \"sharegpt\""):
+    formats = "mooncake, azure, burstgpt, plain, weka, otel, sglang"
+    with pytest.raises(TraceError, match=rf"format: expected one of {formats}, got \"sharegpt\""):
         load_trace(p, fmt="sharegpt")
     p = write(tmp_path, "odd.jsonl", '{"prompt": "hi"}\n')
     with pytest.raises(TraceError, match=r"odd.jsonl:1: cannot tell the trace format from keys \['prompt'\]"):

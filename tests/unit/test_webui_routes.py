@@ -43,6 +43,15 @@ class View:
     def run_file(self, suffix):
         return f"/srv/secret/place/run{suffix}"
 
+    def watch_rows(self, listener):
+        self.listener = listener
+
+    def model(self):
+        return "m"
+
+    def load_state(self):
+        return {"users": 0, "in_flight": {}, "health": []}
+
 
 def app_with(view: View) -> Flask:
     app = Flask("t")
@@ -70,6 +79,32 @@ def test_no_local_path_and_no_url_secret_reaches_the_page():
     history = json.loads(client.get("/llmload/history.json").data)
     assert history["server_metrics"] == ["http://user:***@metrics.internal:9400/metrics?token=***"]
 
+
+def test_llmload_metrics_is_behind_the_web_uis_auth_and_counts_the_rows():
+    import functools
+
+    from flask import Response as FlaskResponse
+
+    from llmload.metrics.record import CSV_COLUMNS
+
+    def deny(f):
+        @functools.wraps(f)
+        def wrapped(*a, **kw):
+            return FlaskResponse("login first", status=401)
+        return wrapped
+
+    app = Flask("t")
+    web_ui = SimpleNamespace(app=app, template_args={}, auth_required_if_enabled=deny)
+    install(SimpleNamespace(web_ui=web_ui, parsed_options=SimpleNamespace(web_base_path="", csv_prefix="")), View())
+    assert app.test_client().get("/llmload/metrics").status_code == 401
+    view = View()
+    client = app_with(view).test_client()
+    row = {c: None for c in CSV_COLUMNS} | {"scenario": "chat", "status": "ok", "e2e_ms": 900.0}
+    view.listener([tuple(row[c] for c in CSV_COLUMNS)] * 3)
+    res = client.get("/llmload/metrics")
+    assert res.status_code == 200 and res.mimetype == "text/plain"
+    assert b'gen_ai_client_operation_duration_seconds_count{error_type="",gen_ai_request_model="m",scenario="chat"} ' \
+           b'3.0' in res.data
 
 
 def test_two_llm_tabs_and_the_dashboards_files_from_the_package():

@@ -41,7 +41,8 @@ __all__ = ["ArrivalSpec", "DatasetSpec", "PrefixGroup", "ScenarioError", "Scenar
            "WorkloadSpec", "is_scenario_file", "load_scenario", "load_scenario_cached", "parse_scenario",
            "resolve_scenario_path"]
 
-SHAPE_KEYS = {"steps", "step_seconds", "spawn_rate", "slo_stop_after_s", "slo_stop_action", "ramp_users",
+SHAPE_KEYS = {"steps", "step_seconds", "spawn_rate", "step_precision", "step_warmup_s", "step_sample_floor",
+              "slo_stop_after_s", "slo_stop_action", "ramp_users",
               "ramp_seconds", "ramp_hold_seconds", "rate_steps", "search", "search_min", "search_max",
               "search_precision", "search_warmup_s", "search_sample_floor"}  # as docs/scenarios.md lists them
 TOP_KEYS = {"seed", "defaults", "workloads", "tokenizer", "description", "shape"}

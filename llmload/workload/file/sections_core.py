@@ -33,7 +33,7 @@ BLOCK = 16  # tokens per KV-cache block (vLLM's default): a prefix is cached in 
 WORKLOAD_KEYS = {"weight", "endpoint", "model", "system_prompt", "sampling", "extra", "ignore_eos", "input_tokens",
                  "output_tokens", "prefix", "max_concurrent", "session", "dataset", "arrival", "slo", "headers",
                  "trace", "images", "response_format", "prefix_hit_rate"}
-PREFIX_KEYS = {"groups", "tokens", "count", "popularity", "zipf_s"}
+PREFIX_KEYS = {"groups", "tokens", "count", "popularity", "zipf_s", "prime"}
 GROUP_KEYS = {"name", "tokens", "count", "popularity", "zipf_s", "weight"}
 DATASET_KEYS = {"path", "format", "min_input_tokens", "max_input_tokens", "turns", "limit"}
 ARRIVAL_KEYS = {"mode", "rate", "burstiness", "max_in_flight"}
@@ -60,7 +60,7 @@ def parse_prefix(ctx: Ctx, raw: Any, path: str) -> tuple[PrefixGroup, ...]:
     p = keys(ctx, raw, path, PREFIX_KEYS)
     raw_groups = p.get("groups")
     if raw_groups is None:
-        raw_groups = [{k: v for k, v in p.items() if k != "groups"} | {"name": "prefix"}]
+        raw_groups = [{k: v for k, v in p.items() if k not in ("groups", "prime")} | {"name": "prefix"}]
         group_paths = [path]
     else:
         if not isinstance(raw_groups, list) or not raw_groups:
@@ -215,6 +215,9 @@ def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str)
     inp = distribution(ctx, d, "input_tokens", path)
     out = distribution(ctx, d, "output_tokens", path, minimum=1)
     intended_hit_rate, prefix = hit_rate_prefix(ctx, d, path, inp)
+    prime = prefix.get("prime", False) if isinstance(prefix, dict) else False
+    if not isinstance(prime, bool):
+        raise ctx.error(f"{path}.prefix.prime", f"expected true or false, got {prime!r}")
     given_lengths = dataset is not None or trace is not None
     return WorkloadSpec(
         name=name,
@@ -229,6 +232,7 @@ def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str)
         output_tokens=out if out is not None or given_lengths else parse_distribution(128, "output_tokens"),
         prefix_groups=parse_prefix(ctx, prefix, f"{path}.prefix") if prefix is not None else (),
         intended_hit_rate=intended_hit_rate,
+        prefix_prime=prime,
         max_concurrent=whole(ctx, d, "max_concurrent", path, default=None),
         session=session,
         dataset=dataset,

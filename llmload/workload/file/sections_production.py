@@ -20,7 +20,7 @@ from llmload.workload.file.yaml_lines import Ctx, choice, file_section, keys, nu
 from llmload.workload.trace.read import FORMATS as TRACE_FORMATS
 
 TRACE_KEYS = {"path", "format", "time_scale", "start", "duration", "limit", "loop", "models", "log_types",
-              "block_tokens"}
+              "block_tokens", "affinity_header"}
 IMAGES_KEYS = {"count", "size", "format", "distinct"}
 MAX_IMAGES_PER_REQUEST = 64
 MAX_DISTINCT_IMAGES = 1024
@@ -52,6 +52,9 @@ def parse_trace_section(ctx: Ctx, raw: Any, path: str, base_dir: str) -> TraceSp
     fmt = t.get("format")
     if fmt is not None and fmt not in TRACE_FORMATS:
         raise ctx.error(f"{path}.format", f"expected {' or '.join(TRACE_FORMATS)}, got {fmt!r}")
+    header = t.get("affinity_header", "")  # an agentic trace's session id on every call of the session
+    if not isinstance(header, str) or (header and not header.replace("-", "").replace("_", "").isalnum()):
+        raise ctx.error(f"{path}.affinity_header", f"expected a header name like x-session-id, got {header!r}")
     return TraceSpec(
         path=full, format=fmt,
         time_scale=number(ctx, t, "time_scale", path, default=1.0, strict=True),
@@ -62,6 +65,7 @@ def parse_trace_section(ctx: Ctx, raw: Any, path: str, base_dir: str) -> TraceSp
         models=_strings(ctx, t, "models", path),
         log_types=_strings(ctx, t, "log_types", path),
         block_tokens=whole(ctx, t, "block_tokens", path, default=512),
+        affinity_header=header,
     )
 
 

@@ -62,6 +62,7 @@ class TraceSpec:
     models: tuple[str, ...] = ()  # BurstGPT: keep rows of these models
     log_types: tuple[str, ...] = ()  # BurstGPT: keep rows of these log types
     block_tokens: int = 512  # tokens per hash id (Mooncake's block) and per shared prefix_id
+    affinity_header: str = ""  # agentic traces: the session id in this header on every call (x-session-id)
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class WorkloadSpec:
     output_tokens: Distribution | None = None
     prefix_groups: tuple[PrefixGroup, ...] = ()
     intended_hit_rate: float | None = None  # prefix_hit_rate: the share of prompt tokens meant to be a cache hit
+    prefix_prime: bool = False  # prefix: {prime: true}: each process sends every prefix once before drawing
     max_concurrent: int | None = None
     session: SessionSpec | None = None
     dataset: DatasetSpec | None = None

@@ -18,6 +18,7 @@ import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
@@ -38,7 +39,9 @@ class TraceRequest:
     """Mooncake's prefix blocks (512 tokens each): requests sharing leading ids share a prefix."""
     session_id: str = ""
     prefix_id: str = ""
-
+    graph: Any = None
+    """An agentic trace's session (a :class:`~llmload.workload.call_graph.CallGraph`): ``t`` is its
+    start, the calls run by their dependencies and recorded gaps (:mod:`.graph_trace`)."""
 
 
 

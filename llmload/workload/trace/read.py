@@ -12,6 +12,10 @@ sources and fields):
 * ``burstgpt``: BurstGPT CSV (HPMLL/BurstGPT): ``Timestamp`` (seconds), ``Model``,
   ``Request tokens``, ``Response tokens``, ``Total tokens``, ``Log Type``, and in newer
   releases ``Session ID`` (kept) and ``Elapsed time``. Rows can be kept by model and log type.
+* ``weka``, ``otel``, ``sglang``: agentic traces, each entry a whole session (a call graph:
+  :mod:`.graph_trace`): the Weka coding-agent trace AIPerf replays (:mod:`.weka`),
+  inference-perf's OpenTelemetry GenAI spans (:mod:`.otel_spans`), SGLang's agentic trace
+  dataset (:mod:`.sglang_agentic`).
 * ``plain``: llmload's own JSONL, ``{"t": seconds, "input_tokens": N, "output_tokens": N}``
   with optional ``prefix_id``, ``session_id`` and ``hash_ids``; unknown keys are errors.
 
@@ -38,8 +42,9 @@ import csv
 import itertools
 import json
 import math
+import os
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from llmload.workload.trace.formats import (
     AZURE_COLUMNS,
@@ -50,12 +55,17 @@ from llmload.workload.trace.formats import (
     read_mooncake,
     read_plain,
 )
+from llmload.workload.trace.graph_trace import GRAPH_FORMATS, load_sessions
+from llmload.workload.trace.otel_spans import read_otel
 from llmload.workload.trace.selection import loop_period, select, split_for_worker
+from llmload.workload.trace.sglang_agentic import read_sglang
+from llmload.workload.trace.weka import read_weka
 
 __all__ = ["FORMATS", "Trace", "TraceError", "TraceRequest", "load_trace", "loop_period", "parse_trace", "select",
            "split_for_worker"]
 
-FORMATS = ("mooncake", "azure", "burstgpt", "plain")
+FORMATS = ("mooncake", "azure", "burstgpt", "plain", *GRAPH_FORMATS)
+GRAPH_READERS = {"weka": read_weka, "otel": read_otel, "sglang": read_sglang}
 MAX_REQUESTS = 1_000_000
 # The longest context a served model takes today is in the millions of tokens; a trace row past this
 # is a broken row, and would have every user build a prompt of that size.
@@ -84,6 +94,12 @@ def load_trace(path: str, fmt: str | None = None, *, models: Sequence[str] = (),
     file's first row: a cheap window on a huge trace, right when the file is in time order (as
     the published traces are).
     """
+    if fmt in GRAPH_FORMATS or (fmt is None and _looks_agentic(path)):
+        if models or log_types:
+            raise TraceError(f"{path}: models and log_types filter BurstGPT traces only")
+        fmt, sessions = load_sessions(path, fmt, GRAPH_READERS)
+        rows = ((0, r.t, r) for r in sorted(sessions, key=lambda r: r.t))
+        return _collect(rows, path, fmt, True, max_requests, read_until_s)
     try:
         with open(path, encoding="utf-8-sig", newline="") as f:  # utf-8-sig drops a BOM; newline="" for csv
             return parse_trace(_capped_lines(f, path), path, fmt, models=models, log_types=log_types,
@@ -130,6 +146,32 @@ def parse_trace(lines: Iterable[str], name: str, fmt: str | None = None, *, mode
         return _collect(rows, name, fmt, keep_zero_output, max_requests, read_until_s)
     except csv.Error as e:  # a NUL byte, an unclosed quote at the end, a field over csv's size limit
         raise TraceError(f"{name}: not valid CSV: {e}") from None
+
+
+def _looks_agentic(path: str) -> bool:
+    """A folder of sessions, a JSON document over several lines, or a first line that is a session of
+    an agentic format."""
+    if os.path.isdir(path):
+        return True
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            first = ""
+            while not first.strip():
+                first = f.readline(MAX_LINE_CHARS + 1)
+                if not first:
+                    return False
+    except (OSError, UnicodeDecodeError):
+        return False  # load_trace's own read says why
+    s = first.strip()
+    if s.startswith("["):
+        return True
+    if not s.startswith("{"):
+        return False
+    try:
+        obj = json.loads(s)
+    except ValueError:
+        return True  # pretty-printed JSON: one session over many lines
+    return isinstance(obj, dict) and bool({"requests", "spans", "conversations"} & obj.keys())
 
 
 def _capped_lines(f, path: str) -> Iterator[str]:
@@ -194,14 +236,16 @@ def _collect(rows: Iterator[tuple[int, float, TraceRequest]], name: str, fmt: st
             first_unsorted = first_unsorted or lineno
         else:
             prev = t
-        for what, n in (("input tokens", req.input_tokens), ("output tokens", req.output_tokens)):
+        sizes = ((c.input_tokens or 0, c.output_tokens or 0) for c in req.graph.calls) if req.graph is not None \
+            else ((req.input_tokens, req.output_tokens),)
+        for what, n in ((w, n) for pair in sizes for w, n in zip(("input tokens", "output tokens"), pair, strict=True)):
             if n > MAX_TOKENS_PER_REQUEST:
                 raise TraceError(f"{name}:{lineno}: {what}: {n:,} is more than llmload sends in one request "
                                  f"({MAX_TOKENS_PER_REQUEST:,}): a broken row?")
         if len(out) >= max_requests:
             raise TraceError(f"{name}:{lineno}: more than {max_requests:,} requests: replay a part of the trace "
                              "(read_until_s, or a file cut with head -n), or raise max_requests")
-        out.append(TraceRequest(t, req.input_tokens, req.output_tokens, req.hash_ids, req.session_id, req.prefix_id))
+        out.append(replace(req, t=t))
     notes = []
     if zero:
         notes.append(f"{name}: skipped {zero:,} requests with 0 output tokens (failed requests in BurstGPT); "
@@ -216,6 +260,5 @@ def _collect(rows: Iterator[tuple[int, float, TraceRequest]], name: str, fmt: st
                      "equal times kept in file order")
     t0 = out[0].t
     if t0 != 0.0:  # a row earlier than the first one: make the earliest request t = 0
-        out = [TraceRequest(r.t - t0, r.input_tokens, r.output_tokens, r.hash_ids, r.session_id, r.prefix_id)
-               for r in out]
+        out = [replace(r, t=r.t - t0) for r in out]
     return Trace(path=name, format=fmt, requests=out, notes=notes)

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import random
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from llmload.workload.agent import message_words
 from llmload.workload.file.spec import TraceSpec
 from llmload.workload.request import LLMRequest
 from llmload.workload.text import TextSource
@@ -48,6 +49,11 @@ class SelectedTrace:
     span_s: float = 0.0  # replay seconds from the first to the last request
 
     @property
+    def sessions(self) -> bool:
+        """An agentic trace: every entry is a call-graph session."""
+        return any(r.graph is not None for r in self.requests)
+
+    @property
     def rate(self) -> float | None:
         """Mean arrival rate of the replay (req/s over every process), None for a single instant."""
         return (len(self.requests) - 1) / self.span_s if self.span_s > 0 else None
@@ -56,10 +62,9 @@ class SelectedTrace:
         """Share of prompt tokens a warm prefix cache can serve: for each request, its leading
         blocks already seen in an earlier request (whole 16-token blocks, never the last prompt
         token), over all prompt tokens. An upper bound: concurrent first uses and evictions miss."""
-        block = self.spec.block_tokens
         root: dict[int, dict] = {}  # a trie of the id sequences seen so far
         hit = total = 0
-        for r in self.requests:
+        for r, block in _prompts(self.requests, self.spec.block_tokens):
             node, shared, leading = root, 0, True
             for hid in _prefix_ids(r):
                 child = node.get(hid)
@@ -73,6 +78,17 @@ class SelectedTrace:
             hit += min(cached // CACHE_BLOCK * CACHE_BLOCK, max(r.input_tokens - 1, 0))
             total += r.input_tokens
         return hit / total if total else None
+
+
+def _prompts(requests: list[TraceRequest], block: int) -> Iterator[tuple[TraceRequest, int]]:
+    """Every prompt of the trace and its tokens per hash id: a session's calls count one by one."""
+    for r in requests:
+        if r.graph is None:
+            yield r, block
+            continue
+        for c in r.graph.calls:
+            if c.messages is None:
+                yield TraceRequest(r.t, c.input_tokens or 0, c.output_tokens or 0, c.hash_ids), c.block_tokens or block
 
 
 def _prefix_ids(r: TraceRequest) -> tuple[int, ...]:
@@ -179,6 +195,41 @@ class TraceWorkload:
         if not ids or entry.input_tokens == 0:
             return fill(entry.input_tokens)
         return prompt_from_hash_ids(ids, entry.input_tokens, self.block, seed=self.seed, fill=fill)
+
+    def call_request(self, call: Any, results: dict[str, Any], session_id: str, turn: int) -> LLMRequest:
+        """The request of one call of an agentic trace's session (``entry.graph``), its parents'
+        results (:class:`~llmload.workload.graph_session.CallResult`) at hand: the recorded messages
+        (after the first parent's prompt and live reply, for a ``parent`` call; an ancestor's
+        recorded reply replaced by its live one where ``replies`` says), or a prompt of
+        ``input_tokens`` words from the call's ``hash_ids`` blocks."""
+        spec = self.spec
+        system = [{"role": "system", "content": spec.system_prompt}] if spec.system_prompt else []
+        if call.messages is not None:
+            messages = [dict(m) for m in call.messages]
+            for k, ancestor in call.replies:  # the live reply where the trace has the recorded one
+                messages[k]["content"] = results[ancestor].reply
+            if call.context == "parent" and call.after:
+                first = results[call.after[0]]
+                messages = [*first.messages, {"role": "assistant", "content": first.reply}, *messages]
+            elif system and not any(m.get("role") == "system" for m in messages):
+                messages = [*system, *messages]
+        else:
+            entry = TraceRequest(0.0, call.input_tokens or 0, call.output_tokens or 1, call.hash_ids)
+            block, self.block = self.block, call.block_tokens or self.block
+            try:
+                messages = [*system, {"role": "user", "content": self.prompt(entry)}]
+            finally:
+                self.block = block
+        req = LLMRequest(scenario=spec.name, max_tokens=max(1, call.output_tokens or 1), model=self.model,
+                         messages=messages, sampling=dict(spec.sampling), extra=dict(spec.extra),
+                         session_id=session_id, turn=turn, want_text=True,
+                         input_tokens=sum(message_words(m) for m in messages), step_kind="graph",
+                         call_id=call.id, call_after="+".join(call.after))
+        if self.ignore_eos:
+            req.extra["ignore_eos"] = True
+        if spec.trace.affinity_header:
+            req.headers = {spec.trace.affinity_header: session_id}
+        return req
 
     def request_for(self, entry: TraceRequest, rate: float | None = None, turn: int | None = None) -> LLMRequest:
         spec = self.spec

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 from llmload.workload.trace.formats import TraceError, TraceRequest
 
@@ -43,16 +44,14 @@ def select(requests: Sequence[TraceRequest], *, time_scale: float = 1.0, start: 
     if not picked:
         span = f"{requests[0].t:g}-{requests[-1].t:g} s" if requests else "no requests"
         raise TraceError(f"no request in the window start={start:g} s, duration={duration} (the trace spans {span})")
-    base = [TraceRequest((r.t - start) * time_scale, r.input_tokens, r.output_tokens, r.hash_ids, r.session_id,
-                         r.prefix_id) for r in picked]
+    base = [replace(r, t=(r.t - start) * time_scale) for r in picked]
     if loop == 1:
         return base
     period = loop_period(base)
     out = list(base)
     for k in range(1, loop):
         shift = k * period
-        out.extend(TraceRequest(r.t + shift, r.input_tokens, r.output_tokens, r.hash_ids, r.session_id, r.prefix_id)
-                   for r in base)
+        out.extend(replace(r, t=r.t + shift) for r in base)
     return out
 
 

@@ -1,0 +1,88 @@
+"""``LLMRerankUser``: a query and its passages to ``/v1/rerank`` (Cohere/Jina shape, ``top_n``) or
+vLLM's ``/v1/score``, each answer read whole and held to its request (one result per document or
+``top_n`` of them, indices in range and new, scores numbers): ``protocol_error`` otherwise. Latency
+is ``e2e_ms``; the passages' count (the query-document pairs) goes in ``inputs``, so the report's
+``inputs_per_s`` is pairs/s.
+
+Usage::
+
+    class RerankUser(LLMRerankUser):
+        api = "rerank"               # or "score" (vLLM's /v1/score)
+        documents = "8-32"           # passages per query: N, "LOW-HIGH" or a distribution mapping
+        query_tokens = 16
+        document_tokens = "64-256"
+        top_n = 5                    # rerank only; None: every document ranked
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmload.metrics import record as R
+from llmload.plugin.users import LLMUser
+from llmload.transport.fast import FastTransport
+from llmload.wire.protocol import BODY_ENDPOINTS
+from llmload.wire.rerank import APIS, check_rerank, check_score
+from llmload.workload.distributions import SpecError, parse_distribution
+from llmload.workload.rerank import RerankWorkload
+
+
+class LLMRerankUser(LLMUser):
+    """Ranks passages against a query (see the module docstring)."""
+
+    abstract = True
+    endpoint = "rerank"
+
+    api: str = "rerank"
+    """``rerank`` (``/v1/rerank``) or ``score`` (vLLM's ``/v1/score``)."""
+
+    documents: Any = 16
+    """Passages per request: ``N``, ``"LOW-HIGH"`` or a distribution mapping."""
+
+    query_tokens: Any = 16
+    """The query's length in tokens, the same forms."""
+
+    document_tokens: Any = 128
+    """Each passage's length in tokens, the same forms."""
+
+    top_n: int | None = None
+    """``/v1/rerank``: how many results to ask for; None: every document."""
+
+    def on_start(self) -> None:
+        plugin = self.plugin
+        name = type(self).__name__
+        if self.api not in APIS:
+            raise ValueError(f"{name}.api {self.api!r}: expected rerank or score")
+        try:
+            docs = parse_distribution(self.documents, f"{name}.documents", minimum=1)
+            query = parse_distribution(self.query_tokens, f"{name}.query_tokens", minimum=1)
+            lengths = parse_distribution(self.document_tokens, f"{name}.document_tokens", minimum=1)
+        except SpecError as e:
+            raise ValueError(str(e)) from None
+        client = plugin.client_for(self.host, plugin.config.client)
+        self.transport = FastTransport(self.host, BODY_ENDPOINTS[self.api], client, accept="application/json")
+        model = plugin.option("model") or self.model or plugin.resolve_model(self.host, client)
+        self.scenario_name = self.api
+        text = plugin.shared.text_source(int(plugin.option("seed", 0)) + plugin.worker_index, None)
+        self.ranking = RerankWorkload(self.api, model, self.api, docs, query, lengths, self.seed(), self.top_n, text)
+        self._loop = self.rank_once
+        try:
+            self.transport.connect()
+        except OSError:
+            pass  # recorded as connect_error by the first request
+
+    def rank_once(self) -> None:
+        """One query, sent and recorded: LLMUser's task runs it (its ``_loop``)."""
+        request = self.ranking.next_request()
+        runner = self.environment.runner
+        meta = R.RequestMeta(request_id=self.plugin.next_request_id(), start_time=0.0, scenario=request.scenario,
+                             users=runner.user_count if runner is not None else 0, worker=self.plugin.worker_index,
+                             requested_input_tokens=request.tokens, inputs=request.documents)
+        n, top_n, api = request.documents, request.top_n, self.api
+
+        def check(body: bytes, meta: R.RequestMeta, latency_ms: float, code: int) -> R.RequestRecord:
+            result = check_rerank(body, n, top_n) if api == "rerank" else check_score(body, n)
+            return R.whole_body_record(meta, latency_ms, code, result.error, result.prompt_tokens)
+
+        rec = self.transport.stream(request.body, meta, on_cancel=self.plugin.record, check_body=check)
+        self.plugin.record(rec)

@@ -1,0 +1,219 @@
+"""The embeddings API (``POST /v1/embeddings``), pure: the request body, and what a response must be
+for the request to count: one vector per input, every index once, each of the right dimension
+(``dimensions`` when asked for, else all of one length), floats or base64 of little-endian float32
+as ``encoding_format`` asked; the prompt's tokens from ``usage``.
+
+Usage::
+
+    body = embeddings_body("bge-m3", ["a text", "another"], encoding_format="float", dimensions=256)
+    check = check_embeddings(response_bytes, inputs=2, dimensions=256, encoding_format="float")
+    check.error          # None, or what is wrong ("2 inputs, 1 vector")
+    check.prompt_tokens  # usage.prompt_tokens, or None
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from llmload.wire.chunks import UsageError, checked_count
+
+ENCODING_FORMATS = ("float", "base64")
+_FLOAT32 = 4
+# The fast path's patterns (see _fast_check). A key "embedding" is followed by ":", the value
+# "embedding" (of "object") by "," or "}"; a model named text-embedding-3 has no quote before it.
+_EMBEDDING_KEY = b'"embedding"'
+_INDEX = re.compile(rb'\s*:\s*(\d+)\s*[,}]')  # after "index" (matched at a found key: no scan of the body)
+_PROMPT_TOKENS_KEY = b'"prompt_tokens"'
+_NOT_IN_NUMBERS = (b'"', b"n", b"u", b"l", b"a", b"N", b"I", b"{")  # strings, null/true/false, NaN, Infinity
+_BASE64_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+
+
+def embeddings_body(model: str, inputs: list[str], encoding_format: str = "float", dimensions: int | None = None,
+                    extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The body of one ``/v1/embeddings`` request: a batch of ``inputs``."""
+    body: dict[str, Any] = {"model": model, "input": inputs, "encoding_format": encoding_format}
+    if dimensions is not None:
+        body["dimensions"] = dimensions
+    if extra:
+        body.update(extra)
+    return body
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingsCheck:
+    """What a response said: ``error`` (None when every input got its vector) and the usage's prompt tokens."""
+
+    error: str | None
+    prompt_tokens: int | None = None
+    dimension: int | None = None
+
+
+def _length(vector: Any, encoding_format: str, where: str) -> int:
+    """The dimension of one vector as sent; raises ValueError saying what is wrong with it."""
+    if encoding_format == "base64":
+        if not isinstance(vector, str):
+            raise ValueError(f"{where}: expected a base64 string (encoding_format base64), got "
+                             f"{type(vector).__name__}")
+        try:
+            raw = base64.b64decode(vector, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError(f"{where}: not valid base64") from None
+        if len(raw) % _FLOAT32:
+            raise ValueError(f"{where}: {len(raw)} bytes is not a whole number of float32 values")
+        return len(raw) // _FLOAT32
+    if not isinstance(vector, list):
+        raise ValueError(f"{where}: expected a list of numbers, got {type(vector).__name__}")
+    # A garbled vector (strings, nulls, lists) must not pass for a short one: sum() in C refuses them
+    # (~30x cheaper than a type test per value in Python, which cost ~40 µs per 384-value vector);
+    # only JSON true/false would pass, as 1 and 0.
+    try:
+        sum(vector, 0.0)
+    except TypeError:
+        bad = next(x for x in vector if type(x) is not float and type(x) is not int)
+        raise ValueError(f"{where}: expected numbers, got {json.dumps(bad)[:40]}") from None
+    return len(vector)
+
+
+def _vectors(b: bytes) -> list[bytes] | None:
+    """Each ``"embedding": VALUE``'s value as bytes (``[...]`` or ``"..."``), found with ``bytes.find``
+    (a regex over the body cost 3x more); None when one is neither."""
+    out = []
+    i = b.find(_EMBEDDING_KEY)
+    while i >= 0:
+        j = i + len(_EMBEDDING_KEY)
+        while b[j:j + 1] in (b" ", b"\n", b"\r", b"\t"):
+            j += 1
+        if b[j:j + 1] == b":":  # the key, not the value "embedding" of "object"
+            j += 1
+            while b[j:j + 1] in (b" ", b"\n", b"\r", b"\t"):
+                j += 1
+            opener = b[j:j + 1]
+            end = b.find(b"]" if opener == b"[" else b'"', j + 1) if opener in (b"[", b'"') else -1
+            if end < 0:
+                return None
+            out.append(b[j:end + 1])
+            j = end + 1
+        i = b.find(_EMBEDDING_KEY, j)
+    return out
+
+
+def _fast_check(body: bytes, inputs: int, dimensions: int | None, encoding_format: str) -> EmbeddingsCheck | None:
+    """The common answer, passed from its bytes (no ``json.loads``, which costs ~200 µs for eight
+    384-value vectors, more than a whole request of Locust's FastHttpUser): an object with one vector
+    per input, each a bracketed list of number characters with its commas counting the right dimension
+    (or a base64 string of the right length), the indices 0..inputs-1 once each, and usage's
+    prompt_tokens. None whenever anything is unusual: the full check then decides and says what is wrong."""
+    b = body.strip()
+    if b[:1] != b"{" or b[-1:] != b"}":
+        return None
+    vectors = _vectors(b)
+    if vectors is None or len(vectors) != inputs:
+        return None
+    width = dimensions
+    for v in vectors:
+        if encoding_format == "base64":
+            if v[:1] != b'"' or v[1:-1].translate(None, _BASE64_BYTES) or len(v) < 6 or (len(v) - 2) % 4:
+                return None
+            n = (len(v) - 2) // 4 * 3 - v[-3:-1].count(b"=")
+            if n % _FLOAT32:
+                return None
+            n //= _FLOAT32
+        else:  # "[...]" of numbers: commas + 1 values. No empty first or last value; an empty one inside
+            # ("1,,2") is not looked for: a two-byte search starting with "," costs 5x all the rest
+            if len(v) < 3 or v.lstrip(b"[ \n\r\t")[:1] in (b",", b"]") or v.rstrip(b"] \n\r\t")[-1:] == b",":
+                return None
+            n = v.count(b",") + 1
+        if width is None:
+            width = n
+        if n != width:
+            return None
+    if encoding_format != "base64":
+        # Not a string, null, true, false, NaN, Infinity or a nested list in any vector: one memchr-fast
+        # search over them all per byte that only those contain (bytes.translate per vector cost 10x more)
+        joined = b"".join(v[1:] for v in vectors)
+        if b"[" in joined or any(c in joined for c in _NOT_IN_NUMBERS):
+            return None
+    indices = _numbers_after(b, b'"index"')
+    if indices is None or sorted(indices) != list(range(inputs)):
+        return None
+    tokens = _numbers_after(b, _PROMPT_TOKENS_KEY)
+    if tokens is None or len(tokens) > 1:
+        return None
+    prompt_tokens = None
+    if tokens:
+        try:
+            prompt_tokens = checked_count(tokens[0], "prompt_tokens")
+        except UsageError:
+            return None
+    return EmbeddingsCheck(None, prompt_tokens, width)
+
+
+def _numbers_after(b: bytes, key: bytes) -> list[int] | None:
+    """The whole number after each ``key:`` (found with ``bytes.find``); None when one is not a plain number."""
+    out = []
+    i = b.find(key)
+    while i >= 0:
+        m = _INDEX.match(b, i + len(key))
+        if m is None:
+            return None
+        out.append(int(m.group(1)))
+        i = b.find(key, m.end())
+    return out
+
+
+def check_embeddings(body: bytes, inputs: int, dimensions: int | None = None,
+                     encoding_format: str = "float") -> EmbeddingsCheck:
+    """Hold a response's body to the request: ``inputs`` vectors with indices 0..inputs-1, each of
+    ``dimensions`` values (or all of one non-zero length when no dimension was asked for)."""
+    fast = _fast_check(body, inputs, dimensions, encoding_format)
+    if fast is not None:
+        return fast
+    return full_check(body, inputs, dimensions, encoding_format)
+
+
+def full_check(body: bytes, inputs: int, dimensions: int | None = None,
+               encoding_format: str = "float") -> EmbeddingsCheck:
+    """:func:`check_embeddings` with the body parsed: the same verdicts, and the message of what is wrong."""
+    try:
+        obj = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as e:
+        return EmbeddingsCheck(f"the body is not JSON: {e.__class__.__name__}: {e}"[:200])
+    if not isinstance(obj, dict) or not isinstance(obj.get("data"), list):
+        return EmbeddingsCheck("expected a JSON object with a data list")
+    prompt_tokens = None
+    usage = obj.get("usage")
+    if isinstance(usage, dict):
+        try:
+            prompt_tokens = checked_count(usage.get("prompt_tokens"), "prompt_tokens")
+        except UsageError as e:
+            return EmbeddingsCheck(str(e))
+    data = obj["data"]
+    if len(data) != inputs:
+        return EmbeddingsCheck(f"{inputs} inputs, {len(data)} vectors", prompt_tokens)
+    seen: set[int] = set()
+    width = dimensions
+    for i, item in enumerate(data):
+        if not isinstance(item, dict):
+            return EmbeddingsCheck(f"data[{i}]: expected an object", prompt_tokens)
+        index = item.get("index", i)
+        if type(index) is not int or not 0 <= index < inputs or index in seen:
+            return EmbeddingsCheck(f"data[{i}].index: {json.dumps(index)[:40]} is not a new index in 0..{inputs - 1}",
+                                   prompt_tokens)
+        seen.add(index)
+        try:
+            n = _length(item.get("embedding"), encoding_format, f"data[{i}].embedding")
+        except ValueError as e:
+            return EmbeddingsCheck(str(e), prompt_tokens)
+        if n == 0:
+            return EmbeddingsCheck(f"data[{i}].embedding: an empty vector", prompt_tokens)
+        if width is None:
+            width = n
+        if n != width:
+            want = f"{width} (dimensions)" if dimensions is not None else f"{width}, as data[0]'s"
+            return EmbeddingsCheck(f"data[{i}].embedding: {n} values, expected {want}", prompt_tokens)
+    return EmbeddingsCheck(None, prompt_tokens, width)

@@ -1,0 +1,97 @@
+"""Embeddings, pure: what a response must be for the request to count (one vector per input, every
+index once, the right dimension, floats or base64 float32), the record it makes, and the workload's
+batches."""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+
+import pytest
+
+from llmload.metrics import record as R
+from llmload.wire.embeddings import check_embeddings, embeddings_body
+from llmload.workload.distributions import parse_distribution
+from llmload.workload.embeddings import EmbeddingsWorkload
+
+
+def answer(vectors: list, usage: dict | None = None, indices: list | None = None) -> bytes:
+    data = [{"object": "embedding", "index": i if indices is None else indices[i], "embedding": v}
+            for i, v in enumerate(vectors)]
+    return json.dumps({"object": "list", "data": data, "usage": usage or {"prompt_tokens": 7}}).encode()
+
+
+def b64(values: list[float]) -> str:
+    return base64.b64encode(struct.pack(f"<{len(values)}f", *values)).decode()
+
+
+def test_a_whole_answer_passes_with_its_tokens_and_dimension():
+    check = check_embeddings(answer([[0.1, 0.2, 0.3], [1, 0, -1]]), inputs=2)
+    assert (check.error, check.prompt_tokens, check.dimension) == (None, 7, 3)
+    assert check_embeddings(answer([b64([0.5] * 8)]), 1, dimensions=8, encoding_format="base64").error is None
+    shuffled = answer([[0.1], [0.2]], indices=[1, 0])
+    assert check_embeddings(shuffled, 2).error is None
+
+
+@pytest.mark.parametrize(("body", "inputs", "dims", "fmt", "error"), [
+    (answer([[0.1, 0.2]]), 2, None, "float", "2 inputs, 1 vectors"),
+    (answer([[0.1], [0.2]], indices=[0, 0]), 2, None, "float", "data[1].index: 0 is not a new index in 0..1"),
+    (answer([[0.1], [0.2]], indices=[0, 5]), 2, None, "float", "data[1].index: 5 is not a new index"),
+    (answer([[0.1, 0.2], [0.3]]), 2, None, "float", "data[1].embedding: 1 values, expected 2, as data[0]'s"),
+    (answer([[0.1, 0.2]]), 1, 3, "float", "data[0].embedding: 2 values, expected 3 (dimensions)"),
+    (answer([[0.1, None]]), 1, None, "float", "data[0].embedding: expected numbers, got null"),
+    (answer([[]]), 1, None, "float", "an empty vector"),
+    (answer([[0.1]]), 1, None, "base64", "expected a base64 string (encoding_format base64), got list"),
+    (answer(["%%%"]), 1, None, "base64", "not valid base64"),
+    (answer([base64.b64encode(b"abc").decode()]), 1, None, "base64", "3 bytes is not a whole number of float32"),
+    (b'{"data": [{"embedding": [0.1', 1, None, "float", "the body is not JSON"),
+    (b'[1, 2]', 1, None, "float", "expected a JSON object with a data list"),
+    (answer([[0.1]], usage={"prompt_tokens": -3}), 1, None, "float", "usage.prompt_tokens"),
+])
+def test_a_short_or_garbled_answer_says_what_is_wrong(body, inputs, dims, fmt, error):
+    check = check_embeddings(body, inputs, dims, fmt)
+    assert check.error is not None and error in check.error, check.error
+
+
+def test_the_record_is_ok_with_latency_as_e2e_or_a_protocol_error():
+    meta = R.RequestMeta("r", 0.0, "embed", inputs=4)
+    ok = R.whole_body_record(meta, 12.5, 200, None, 40)
+    assert (ok.status, ok.e2e_ms, ok.prompt_tokens, ok.completion_tokens, ok.ttft_ms) == ("ok", 12.5, 40, 0, None)
+    assert dict(zip(R.CSV_COLUMNS, ok.row(), strict=True))["inputs"] == 4
+    bad = R.whole_body_record(meta, 3.0, 200, "4 inputs, 3 vectors", 40)
+    assert bad.status == R.PROTOCOL_ERROR and bad.error == "4 inputs, 3 vectors"
+
+
+def test_the_workload_draws_batches_and_lengths_reproducibly():
+    def batches(seed: int) -> list:
+        w = EmbeddingsWorkload("embed", "m", parse_distribution("1-8", "batch_size", minimum=1),
+                               parse_distribution(5, "input_tokens", minimum=1), seed, "base64", 64)
+        return [w.next_request() for _ in range(50)]
+
+    first = batches(3)
+    assert [r.body for r in first] == [r.body for r in batches(3)]
+    assert {r.inputs for r in first} == set(range(1, 9)) and all(r.input_tokens == 5 * r.inputs for r in first)
+    body = json.loads(first[0].body)
+    assert body["encoding_format"] == "base64" and body["dimensions"] == 64 and len(body["input"]) == first[0].inputs
+    assert len(set(body["input"])) == len(body["input"])  # unique texts: no cache answers them
+    assert embeddings_body("m", ["a"]) == {"model": "m", "input": ["a"], "encoding_format": "float"}
+
+
+def test_the_byte_fast_path_passes_only_what_the_full_check_passes():
+    from llmload.wire.embeddings import _fast_check, full_check
+
+    llamacpp = (b'{"model":"tiny","object":"list","usage":{"prompt_tokens":9,"total_tokens":9},"data":['
+                b'{"embedding":[0.1,-2e-3,3],"index":1,"object":"embedding"},'
+                b'{"embedding":[1.5,0,0.25],"index":0,"object":"embedding"}]}')
+    spaced = answer([[0.1, 0.2], [0.3, 0.4]])
+    named = b'{"model":"text-embedding-3-small","data":[{"object":"embedding","index":0,"embedding":[1,2]}]}'
+    for body, inputs in ((llamacpp, 2), (spaced, 2), (named, 1)):
+        fast = _fast_check(body, inputs, None, "float")
+        assert fast is not None and fast == full_check(body, inputs, None, "float")
+    garbled = [answer([[0.1, 0.2]]), answer([[0.1], [0.2]], indices=[0, 0]), answer([[0.1, 0.2], [0.3]]),
+               answer([["x", 0.2]]), answer([[]]), b'{"data":[{"index":0,"embedding":[0.1,0.2,]}]}',
+               b'{"data":[{"index":0,"embedding":[ ,0.2]}]}',
+               b'{"data":[{"index":0,"embedding":[0.1,0.2]}]', b'{"data":[{"index":0,"embedding":[0.1,"a]"]}]}']
+    for body in garbled:
+        assert _fast_check(body, 2 if body is garbled[0] else 1, None, "float") is None, body
