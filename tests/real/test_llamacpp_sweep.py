@@ -61,7 +61,8 @@ def test_a_sweep_of_two_quantisations_and_two_slot_counts(llama_binary, tmp_path
         log = (out / "cells" / c["id"] / "server.log").read_text(errors="replace")
         assert ("tiny-q8_0.gguf" if name.startswith("q8_0") else "tiny-f16.gguf") in log
     points = data["frontier"]["chat"]  # every step with a verdict (>= 30 ok requests) of every cell
-    assert {p["deployment"] for p in points} == set(cells) and any(p["pareto"] for p in points), points
+    judged = {name for name, c in cells.items() if any(s["ok"] >= 30 for s in c["steps"])}  # a loaded machine
+    assert judged and {p["deployment"] for p in points} == judged and any(p["pareto"] for p in points), points
     assert all(p["tok_s_per_gpu"] > 0 and p["usd_per_1m_output_tokens"] > 0 for p in points), points
     assert data["best"]["chat"]["deployment"] in cells, data["best"]
     text = (out / "sweep.md").read_text()
