@@ -28,7 +28,7 @@ from functools import lru_cache
 import gevent
 import gevent.event
 
-from llmload.mock.openai_api import BadRequest, _int_field
+from llmload.mock.openai_api import BadRequest, _int_field, json_object
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,12 +41,7 @@ class EmbeddingsRequest:
 
 
 def parse_embeddings_body(body_bytes: bytes, default_model: str, default_dim: int) -> EmbeddingsRequest:
-    try:
-        body = json.loads(body_bytes)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise BadRequest(f"request body is not valid JSON: {e}") from None
-    if not isinstance(body, dict):
-        raise BadRequest("request body: expected a JSON object")
+    body = json_object(body_bytes)
     given = body.get("input")
     texts = [given] if isinstance(given, str) else given
     if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):

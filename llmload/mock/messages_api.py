@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llmload.mock.openai_api import BadRequest, ParsedRequest, _int_field, _words_of
+from llmload.mock.openai_api import BadRequest, ParsedRequest, _int_field, _words_of, json_object
 
 # Chat finish reasons → Anthropic's stop reasons
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
@@ -62,12 +62,7 @@ def _openai_tool_choice(choice: object) -> Any:
 
 
 def parse_messages_body(body_bytes: bytes, default_model: str) -> ParsedRequest:
-    try:
-        body = json.loads(body_bytes)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise BadRequest(f"request body is not valid JSON: {e}") from None
-    if not isinstance(body, dict):
-        raise BadRequest("request body: expected a JSON object")
+    body = json_object(body_bytes)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("messages: expected a non-empty list")

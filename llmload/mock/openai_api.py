@@ -101,13 +101,19 @@ def _int_field(body: dict, key: str) -> int | None:
     return value
 
 
-def parse_body(body_bytes: bytes, chat: bool, default_model: str) -> ParsedRequest:
+def json_object(body_bytes: bytes) -> dict[str, Any]:
+    """A request body that must be one JSON object; BadRequest (a 400) otherwise."""
     try:
         body = json.loads(body_bytes)
     except (ValueError, UnicodeDecodeError) as e:
         raise BadRequest(f"request body is not valid JSON: {e}") from None
     if not isinstance(body, dict):
         raise BadRequest("request body: expected a JSON object")
+    return body
+
+
+def parse_body(body_bytes: bytes, chat: bool, default_model: str) -> ParsedRequest:
+    body = json_object(body_bytes)
     images: list[int] = []
     tools = body.get("tools") or []
     if not isinstance(tools, list):

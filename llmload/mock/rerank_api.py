@@ -17,7 +17,7 @@ import json
 import zlib
 from dataclasses import dataclass
 
-from llmload.mock.openai_api import BadRequest, _int_field
+from llmload.mock.openai_api import BadRequest, _int_field, json_object
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,12 +31,7 @@ class RankRequest:
 
 
 def parse_rank_body(body_bytes: bytes, path: str, default_model: str) -> RankRequest:
-    try:
-        body = json.loads(body_bytes)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise BadRequest(f"request body is not valid JSON: {e}") from None
-    if not isinstance(body, dict):
-        raise BadRequest("request body: expected a JSON object")
+    body = json_object(body_bytes)
     rerank = path == "/v1/rerank"
     qkey, dkey = ("query", "documents") if rerank else ("text_1", "text_2")
     query, docs = body.get(qkey), body.get(dkey)

@@ -15,16 +15,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llmload.mock.openai_api import BadRequest, ParsedRequest, _int_field, _words_of
+from llmload.mock.openai_api import BadRequest, ParsedRequest, _int_field, _words_of, json_object
 
 
 def parse_responses_body(body_bytes: bytes, default_model: str) -> ParsedRequest:
-    try:
-        body = json.loads(body_bytes)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise BadRequest(f"request body is not valid JSON: {e}") from None
-    if not isinstance(body, dict):
-        raise BadRequest("request body: expected a JSON object")
+    body = json_object(body_bytes)
     given = body.get("input")
     words: list[str] = []
     images: list[int] = []

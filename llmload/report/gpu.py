@@ -33,7 +33,6 @@ Usage::
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,10 +41,11 @@ import numpy as np
 import pandas as pd
 
 from llmload import files
+from llmload.report.metrics_csv import read_metrics_csv
 from llmload.report.steps import Step
 from llmload.server_metrics.gpu import BY_NAME, GpuIdentity, gpu_readings
 from llmload.server_metrics.gpu_window import GpuStep, Points, gpu_step
-from llmload.server_metrics.series import CSV_HEADER, UP, parse_labels
+from llmload.server_metrics.series import UP, parse_labels
 
 J_PER_KWH = 3.6e6
 _ROUND = {"util": 4, "sm_active": 4, "dram_active": 4, "tensor_active": 4, "power_w": 2, "fb_used_mib": 1,
@@ -70,19 +70,11 @@ def gpu_metrics_path(prefix: str) -> str:
 def load_gpu_metrics(prefix: str | list[str]) -> GpuRun | None:
     """The run's GPU scrapes, every exporter of a tick together; None without the file."""
     candidates = [gpu_metrics_path(p) for p in ([prefix] if isinstance(prefix, str) else prefix)]
-    path = next((c for c in candidates if os.path.exists(c) and os.path.getsize(c) > 0), None)
+    path, df, problem = read_metrics_csv(candidates, "GPU metrics")
     if path is None:
         return None
-    try:
-        df = pd.read_csv(path, dtype={"endpoint": "string", "metric": "string", "labels": "string"},
-                         keep_default_na=False, na_values={"time": [""], "value": [""]}, on_bad_lines="skip")
-    except (ValueError, pd.errors.ParserError) as e:
-        return GpuRun(path, [], {}, [], warnings=[f"{path}: cannot parse ({e}); GPU metrics left out"])
-    if list(df.columns) != list(CSV_HEADER):
-        return GpuRun(path, [], {}, [], warnings=[f"{path}: expected the header {','.join(CSV_HEADER)}; "
-                                                  "GPU metrics left out"])
-    df["time"] = pd.to_numeric(df["time"], errors="coerce")
-    df["value"] = pd.to_numeric(df["value"], errors="coerce")
+    if df is None:
+        return GpuRun(path, [], {}, [], warnings=[problem or ""])
     df = df[(df["metric"].isin(set(BY_NAME) | {UP})) & df["time"].notna()]
     points: Points = []
     who: dict[str, GpuIdentity] = {}

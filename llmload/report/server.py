@@ -29,19 +29,17 @@ Usage::
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-import pandas as pd
-
 from llmload import files
 from llmload.report.format import fmt, fmt_pct
+from llmload.report.metrics_csv import read_metrics_csv
 from llmload.report.model import Report
 from llmload.server_metrics import aggregate_step, server_verdict, token_rate_warning
 from llmload.server_metrics.known import COMMON, HISTOGRAM, ServerSnapshot
-from llmload.server_metrics.series import CSV_HEADER, UP, FleetSeries, parse_labels, snapshot_from_rows
+from llmload.server_metrics.series import UP, FleetSeries, parse_labels, snapshot_from_rows
 from llmload.server_metrics.window import StepServerStats
 
 _READ = {UP} | set(COMMON) | {f"{n}{s}" for n, c in COMMON.items() if c.kind == HISTOGRAM
@@ -68,19 +66,11 @@ def load_server_metrics(prefix: str | list[str]) -> ServerRun | None:
     """The run's scrapes, every endpoint of a tick combined; None without the file. Of several
     request files (a master's and its workers'), the first with a server-metrics file beside it."""
     candidates = [metrics_path(p) for p in ([prefix] if isinstance(prefix, str) else prefix)]
-    path = next((c for c in candidates if os.path.exists(c) and os.path.getsize(c) > 0), None)
+    path, df, problem = read_metrics_csv(candidates, "server metrics")
     if path is None:
         return None
-    try:
-        df = pd.read_csv(path, dtype={"endpoint": "string", "metric": "string", "labels": "string"},
-                         keep_default_na=False, na_values={"time": [""], "value": [""]}, on_bad_lines="skip")
-    except (ValueError, pd.errors.ParserError) as e:
-        return ServerRun(path, [], [], {}, warnings=[f"{path}: cannot parse ({e}); server metrics left out"])
-    if list(df.columns) != list(CSV_HEADER):
-        return ServerRun(path, [], [], {}, warnings=[f"{path}: expected the header {','.join(CSV_HEADER)}; "
-                                                     "server metrics left out"])
-    df["time"] = pd.to_numeric(df["time"], errors="coerce")
-    df["value"] = pd.to_numeric(df["value"], errors="coerce")
+    if df is None:
+        return ServerRun(path, [], [], {}, warnings=[problem or ""])
     df = df[df["metric"].isin(_READ) & df["time"].notna()]
     series = FleetSeries()
     engines: dict[str, str] = {}
