@@ -39,6 +39,7 @@ REQUESTS_COLUMNS = (
     "max_tokens", "token_source", "finish_reason", "users", "worker", "session_id", "turn", "error",
     "scheduled_time", "requested_input_tokens", "arrival_rate", "run_id", "coalesced_reads", "step_kind",
     "requested_image_tokens", "backoff_ms", "call_id", "call_after", "trace_id", "phase", "inputs",
+    "model", "priority", "audio_seconds",
 )
 WARMUP_PHASE = "warmup"  # the phase cell of a request that started in the --warmup-seconds warm-up (else empty)
 

@@ -68,6 +68,10 @@ COLUMN_MEANINGS = {
     "phase": "`warmup`: the request started in the run's `--warmup-seconds` warm-up, which the report, the SLO "
              "stop and the search leave out (empty otherwise)",
     "inputs": "embeddings: how many inputs the request's batch had (empty for the streaming endpoints)",
+    "model": "the model the request named, when its scenario mixes models (`models:`); empty: the run's "
+             "`--model`",
+    "priority": "the request's priority class (`priority:` in its scenario); empty when it has none",
+    "audio_seconds": "audio transcription: the length of the audio the request sent, in seconds",
 }
 
 PAGES = {name: os.path.join(ROOT, "docs", f"{name}.md") for name in ("options", "files", "architecture")}

@@ -74,6 +74,9 @@ class RequestMeta:
     trace_id: str = ""  # --trace-context: the W3C trace id its traceparent header carried
     phase: str = ""  # "warmup": started in the run's warm-up (the process that writes the CSV marks it)
     inputs: int | None = None  # embeddings: the batch's number of inputs
+    model: str = ""  # the model the request named, when its scenario mixes models (models:)
+    priority: str = ""  # the request's priority class (priority:), when its scenario has one
+    audio_seconds: float | None = None  # audio transcription: the length of the audio sent
 
 
 @dataclass(slots=True)
@@ -120,7 +123,7 @@ class RequestRecord:
             None if m.scheduled_time is None else round(m.scheduled_time, 6), m.requested_input_tokens,
             m.arrival_rate, m.run_id or None, self.coalesced_reads, m.step_kind, m.requested_image_tokens,
             rounded(self.backoff_ms), m.call_id or None, m.call_after or None, m.trace_id or None,
-            m.phase or None, m.inputs,
+            m.phase or None, m.inputs, m.model or None, m.priority or None, rounded(m.audio_seconds),
         )
 
 

@@ -26,17 +26,18 @@ HEAD_BYTES = 1 << 16
 NUMERIC = ("start_time", "http_status", *(m.row_column for m in catalog.ROW_METRICS), "prompt_tokens",
            "cached_tokens", "completion_tokens", "max_tokens", "users", "worker", "turn",
            "scheduled_time", "requested_input_tokens", "arrival_rate", "coalesced_reads", "requested_image_tokens",
-           "backoff_ms", "inputs")
+           "backoff_ms", "inputs", "audio_seconds")
 TEXT = ("request_id", "scenario", "status", "token_source", "finish_reason", "session_id", "error", "step_kind",
-        "run_id", "call_id", "call_after", "trace_id", "phase")
+        "run_id", "call_id", "call_after", "trace_id", "phase", "model", "priority")
 # What the report reads of each row, and in which type. Every column is still parsed (see _read_one),
 # but only these are kept, chunk by chunk, so 10 M rows fit in a few GB. float64 for everything
 # whose value the report prints or compares (times, latencies, arrival rates); float32 for whole
 # counts (exact below 2**24); categories for the repeated strings.
 KEEP_FLOAT64 = ("start_time", *(m.row_column for m in catalog.ROW_METRICS), "arrival_rate", "scheduled_time")
 KEEP_FLOAT32 = ("users", "prompt_tokens", "cached_tokens", "completion_tokens", "turn", "requested_image_tokens",
-                "inputs")
-KEEP_CATEGORY = ("scenario", "status", "run_id", "session_id", "step_kind", "finish_reason", "phase")
+                "inputs", "audio_seconds")
+KEEP_CATEGORY = ("scenario", "status", "run_id", "session_id", "step_kind", "finish_reason", "phase", "model",
+                 "priority")
 KEEP_TEXT = ("call_id", "call_after")  # a call graph's ids: kept as text (nearly every value differs)
 CHUNK_ROWS = 1_000_000
 EXTRA = "\0extra"  # a name no header has: a field past the header's last

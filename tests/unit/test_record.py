@@ -107,7 +107,8 @@ def test_http_statuses_and_row_shape():
         "e2e_ms", "itl_max_ms", "prompt_tokens", "cached_tokens", "completion_tokens", "max_tokens",
         "token_source", "finish_reason", "users", "worker", "session_id", "turn", "error", "scheduled_time",
         "requested_input_tokens", "arrival_rate", "run_id", "coalesced_reads", "step_kind",
-        "requested_image_tokens", "backoff_ms", "call_id", "call_after", "trace_id", "phase", "inputs")
+        "requested_image_tokens", "backoff_ms", "call_id", "call_after", "trace_id", "phase", "inputs",
+        "model", "priority", "audio_seconds")
 
 
 def test_e2e_of_a_failed_request_runs_to_the_moment_it_failed():
