@@ -40,6 +40,9 @@ class RunViews:
     def stats_rows(self) -> list[dict[str, Any]]:
         return self._parts.stats.rows()
 
+    def has_tasks(self) -> bool:
+        return self._parts.stats.has_tasks()
+
     def latest_rows(self) -> list[dict[str, Any]]:
         return self._parts.history.latest()
 
