@@ -19,10 +19,11 @@ from llmload.metrics.record import RequestMeta
 from llmload.transport.fast import FastTransport
 from llmload.wire.audio import check_transcription, multipart_body, multipart_content_type, transcription_fields
 from llmload.workload.audio import synth_wav
-from tests.support.locust_runs import load_rows, run_locust
+from tests.support.locust_runs import llmload_lines, load_rows, run, run_locust
 from tests.support.processes import ROOT
 
 AUDIO = os.path.join(ROOT, "locustfiles", "audio.py")
+CHAT = os.path.join(ROOT, "locustfiles", "chat.py")
 BOUNDARY = "llmload-e2e-audio"
 
 
@@ -159,3 +160,15 @@ def test_a_locust_run_matches_the_mocks_log_and_the_report_gives_rtfx_and_the_au
     assert data["cost"]["usd_per_audio_hour"] == pytest.approx(2.0 / data["capacity"]["rtfx"], rel=1e-3)
     text = (out / "report.md").read_text()
     assert "RTFx at capacity" in text and "$ per audio hour" in text
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ([CHAT, "--endpoint", "audio"], "--endpoint audio: ChatUser sends chat; transcription runs in LLMAudioUser"),
+    ([AUDIO, "--transport", "openai"], "--transport openai: TranscribeUser (audio) runs on the fast transport only"),
+])
+def test_audio_on_a_chat_user_or_the_openai_sdk_fails_once_at_init(tmp_path, args, message):
+    res = run([sys.executable, "-m", "locust", "-f", *args, "--host", "http://127.0.0.1:9", "--headless", "-u", "2",
+               "-r", "2", "-t", "3s"], tmp_path)
+    assert res.returncode == 1, res.stdout[-1000:] + res.stderr[-2000:]
+    lines = llmload_lines(res)
+    assert len(lines) == 1 and message in lines[0], lines
