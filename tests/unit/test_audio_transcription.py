@@ -263,3 +263,19 @@ def test_a_transcription_stream_without_its_final_chunk_is_truncated_however_spl
         rec = replayed(cut, cuts)
         assert rec.status == R.TRUNCATED and "without [DONE] or finish_reason" in rec.error
         assert rec.output_events == 10
+
+
+def test_the_mocks_form_parser_is_bounded():
+    ct = multipart_content_type(BOUNDARY)
+    wav = synth_wav(0.2, 1)
+    many = multipart_body([(f"f{i}", "x") for i in range(64)], "a.wav", wav, "audio/wav", BOUNDARY)
+    with pytest.raises(BadRequest, match="more than 64 parts"):
+        parse_multipart(many, ct)
+    long_field = multipart_body([("model", "m" * 5000)], "a.wav", wav, "audio/wav", BOUNDARY)
+    with pytest.raises(BadRequest, match="model: longer than 4096 bytes"):
+        parse_transcription(long_field, ct, "mock")
+    long_head = long_field.replace(b'name="model"', b'name="model"; x="' + b"y" * 5000 + b'"')
+    with pytest.raises(BadRequest, match="headers do not end within 4096 bytes"):
+        parse_multipart(long_head, ct)
+    with pytest.raises(BadRequest, match="stream: expected true or false"):
+        parse_transcription(multipart_body([("stream", "maybe")], "a.wav", wav, "audio/wav", BOUNDARY), ct, "mock")
