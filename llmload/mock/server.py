@@ -27,6 +27,7 @@ import gevent.event
 from gevent.server import StreamServer
 
 from llmload.mock import openai_api as api
+from llmload.mock.audio_serve import serve_transcription
 from llmload.mock.body_endpoints import BODY_PATHS, serve_whole_body
 from llmload.mock.embeddings_api import EmbeddingBatcher
 from llmload.mock.engine import BatchingEngine, EngineRequest
@@ -46,6 +47,7 @@ from llmload.mock.served_stream import ServedStream
 from llmload.mock.spec_decode import SpecDecode
 from llmload.mock.structured import plan_reply
 from llmload.net import timestamps as netstamp
+from llmload.wire.audio import TRANSCRIPTIONS_PATH
 
 log = logging.getLogger("llmload.mock")
 
@@ -93,6 +95,7 @@ class MockServer:
         self.requests_total = 0
         self.embedder: EmbeddingBatcher | None = None  # /v1/embeddings: started by the first request
         self.ranker: EmbeddingBatcher | None = None  # /v1/rerank and /v1/score: the same, by pairs
+        self.transcriber: EmbeddingBatcher | None = None  # /v1/audio/transcriptions: by seconds of audio
         self.connections = 0  # open right now
         self.requests_by_outcome: dict[str, int] = {}
         # How late each engine event was handled vs. its modelled time (benchmarks read it).
@@ -117,7 +120,7 @@ class MockServer:
         if self._driver is not None:
             self._driver.kill()
             self._driver = None
-        for batcher in (self.embedder, self.ranker):
+        for batcher in (self.embedder, self.ranker, self.transcriber):
             if batcher is not None:
                 batcher.stop()
         if self._log is not None:
@@ -218,6 +221,8 @@ class MockServer:
             return self._completion(sock, path, headers, body, rx_mono)
         if path in BODY_PATHS and method == "POST":
             return serve_whole_body(self, sock, path, headers, body, rx_mono)
+        if path == TRANSCRIPTIONS_PATH and method == "POST":
+            return serve_transcription(self, sock, headers, body, rx_mono)
         if method != "GET":
             self._send(sock, 405, api.error_body(405, f"{path} takes GET"))
         elif path == "/health":
