@@ -93,6 +93,9 @@ class RunViews:
     def warmup_ended(self, at: float) -> None:
         self._parts.warmup_rows.end(at)
 
+    def phase_began(self, label: str, at: float) -> None:
+        self._parts.phase_marks.begin(label, at)
+
     def stopped_because(self, text: str) -> None:
         self._parts.stop_reason = text
 
