@@ -154,6 +154,7 @@ def _isolation(report: Any, order: list[str]) -> dict[str, Any] | None:
         return None
     start = df["start_time"].to_numpy(dtype=float)
     ok = df["ok"].to_numpy(dtype=bool)
+    cancelled = _is(df, "status", "cancelled")  # cut off by the end of its phase: not counted
     per_class: dict[str, Any] = {}
     for name in order:
         entry: dict[str, Any] = {}
@@ -163,7 +164,7 @@ def _isolation(report: Any, order: list[str]) -> dict[str, Any] | None:
                 entry[key] = None
                 continue
             after_warmup = start >= float(start[in_phase].min()) + report.warmup_s  # from the phase's first request
-            measured = in_phase & after_warmup & _is(df, "priority", name)
+            measured = in_phase & after_warmup & _is(df, "priority", name) & ~cancelled
             entry[key] = {"requests": int(measured.sum()), "samples": {}}
             for m in catalog.ISOLATION_METRICS:
                 v = _column(df, m.row_column)[measured & ok]
@@ -197,6 +198,11 @@ def classes_json(report: Any) -> dict[str, Any]:
     return out
 
 
+def _metric_of(slo_text: str) -> str:
+    """``batch:error_rate=0.01`` → ``error_rate``."""
+    return slo_text.split("=", 1)[0].rsplit(":", 1)[-1]
+
+
 def _pct(v: float | None) -> str:
     return "–" if v is None else f"{v:.1%}"
 
@@ -208,7 +214,7 @@ def classes_tables(data: dict[str, Any]) -> list[tuple[str, list[str], list[list
     if pc:
         rows = []
         for name, c in pc["classes"].items():
-            slo = "; ".join(f"{k}: {fmt(v['value'], 4 if k.endswith(ERROR_RATE) else 1)} "
+            slo = "; ".join(f"{k}: {fmt(v['value'], 4 if _metric_of(k) == ERROR_RATE else 1)} "
                             f"({'met' if v['met'] else 'broken'}"
                             + (f", {_pct(v[catalog.SLO_ATTAINMENT.name])} within" if v[catalog.SLO_ATTAINMENT.name]
                                is not None else "") + ")" for k, v in c["slos"].items()) or "–"

@@ -151,6 +151,7 @@ def test_each_class_gets_its_attainment_shed_rate_and_verdict_on_its_own_scenari
     (heading, header, table), = classes_tables(data)
     assert heading.startswith("Priority classes") and [r[0] for r in table] == ["high", "low"]
     assert table[1][3] == "20.0%" and table[1][-1] == "broken"
+    assert "error_rate=0.01: 0.2000 (broken)" in table[1][6]
 
 
 def test_an_isolation_run_reports_each_class_alone_vs_together_and_judges_the_together_phase():
