@@ -228,3 +228,12 @@ def test_a_run_isolation_cannot_split_fails_with_one_message(classes, shape, mes
     env, config = _run_with(TWO_CLASSES, *classes, shape=shape)
     with pytest.raises(ConfigError, match=message):
         check_isolation(env, config)
+
+
+def test_the_reports_run_table_names_the_phases():
+    from llmload.report.run_identity import manifest_rows
+
+    shape = {"class": "IsolationShape", "isolation": {"seconds": 8.0, "phases": [
+        {"phase": "alone:high", "users": 4}, {"phase": "together", "users": 12}]}}
+    rows = dict(manifest_rows({"shape": shape}))
+    assert rows["shape"] == "IsolationShape: 8.0 s per phase: alone:high (4 users), together (12 users)"
