@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from llmload.metrics.slo import SLO, parse_slo
+from llmload.plugin.isolation_setup import IsolationSetup, check_isolation
 from llmload.plugin.option_checks import (
     ConfigError,
     FaultSettings,
@@ -87,6 +88,7 @@ class RunConfig:
     server_metrics: ServerMetricsSetup = field(default_factory=ServerMetricsSetup)
     faults: FaultSettings = FaultSettings()
     warmup: WarmupPlan | None = None  # --warmup-seconds with --warmup-users or --warmup-rate
+    isolation: IsolationSetup | None = None  # --isolation: the plan and the user classes of each priority class
 
     @property
     def shape(self) -> dict[str, Any]:
@@ -277,6 +279,7 @@ def build_config(environment: Any, require_host: bool = False) -> RunConfig:
         config.setup_for(cls)
     _check_shape(environment, config.shape)
     config.warmup = _warmup(environment, config)
+    config.isolation = check_isolation(environment, config)
     return config
 
 
