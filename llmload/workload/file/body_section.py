@@ -26,11 +26,12 @@ from typing import Any
 from llmload.wire.protocol import BODY_ENDPOINTS
 from llmload.workload.distributions import Distribution, parse_distribution
 from llmload.workload.file.spec import BodySpec, PipelineSpec
-from llmload.workload.file.yaml_lines import Ctx, choice, keys, whole
+from llmload.workload.file.yaml_lines import MAX_TOKENS, Ctx, choice, keys, whole
 
 BODY_KEYS = {"batch_size", "encoding_format", "dimensions", "documents", "query_tokens", "document_tokens", "top_n",
              "pipeline"}
 STEPS = ("embed", "rerank", "chat")
+MAX_TEXTS = 100_000  # inputs or passages in one request (OpenAI takes 2,048 inputs; an answer is at most 64 MiB)
 PIPELINE_KEYS = {"steps", "embed_model", "rerank_model", "rerank_api"}
 _COMMON = {"weight", "endpoint", "model", "slo", "headers"}
 _RANK = {"documents", "query_tokens", "document_tokens"}
@@ -87,6 +88,11 @@ def parse_body(ctx: Ctx, d: dict, raw: dict, path: str, endpoint: str,
 
     def dist(key: str, default: Any) -> Distribution | None:
         got = distribution(ctx, d, key, path, minimum=1) if key in ALLOWED[kind] else None
+        if got is not None and key in ("batch_size", "documents"):  # texts per request, each built ahead
+            top = max(got.params) if got.kind in ("fixed", "uniform") else got.hi if got.hi < MAX_TOKENS else got.mean
+            if top > MAX_TEXTS:
+                raise ctx.error(f"{path}.{key}", f"{top:g} is too large: expected at most {MAX_TEXTS:,} texts "
+                                "per request")
         return got if got is not None else parse_distribution(default, key, minimum=1) if default else None
 
     return BodySpec(
