@@ -6,8 +6,8 @@ whose names the mock speaks (``--metrics-format``). Pure; the engines update it,
 Each format gets only the histograms it exposes (the per-token one costs an observation per
 generated token, so it exists only where the engine has it), with that engine's bounds:
 
-* ``vllm``: TTFT, inter-token latency (per token), TPOT per request, queue time and E2E
-  (``vllm/v1/metrics/loggers.py``);
+* ``vllm``: TTFT, inter-token latency (per token), TPOT per request, queue time, E2E and the
+  prompt's length (``vllm/v1/metrics/loggers.py``);
 * ``sglang``: TTFT, inter-token latency, queue time (first bucket ``0.0``) and E2E
   (``python/sglang/srt/metrics/collector.py``);
 * ``tgi``: queue, request duration and mean time per token on 35 geometric buckets
@@ -117,7 +117,7 @@ class EngineStats:
         self.request_prompt_tokens = h(buckets_1_2_5(max_model_len)) if vllm else None
         # vLLM's request_success_total by finished_reason (stop, length, abort, error): pooling requests
         # (embeddings, rerank, score) finish "stop" as soon as their output is ready (vLLM's scheduler)
-        self.finished_reasons: dict[str, int] = {}
+        self.finished_reasons: dict[str, int] = {"stop": 0, "length": 0, "abort": 0}  # vLLM shows these from the start
         self.pooling_requests = 0
 
     def submitted(self, prompt_len: int, max_tokens: int) -> None:
