@@ -30,11 +30,11 @@ from llmload.sweep.server import free_port  # noqa: E402
 
 TRACES = os.path.join(ROOT, "scenarios", "data", "traces")
 CASES = {  # format: (trace keys, mock args, locust args), as the e2e tests replay them
-    "mooncake": ("{path: %s, time_scale: 0.25}" % os.path.join(TRACES, "mooncake_sample.jsonl"),
+    "mooncake": (f"{{path: {TRACES}/mooncake_sample.jsonl, time_scale: 0.25}}",
                  ["--output-mean-tokens", "16"], ["-u", "80", "-r", "80", "--processes", "2"]),
-    "weka": ("{path: %s, format: weka, time_scale: 0.5, loop: 20}" % os.path.join(TRACES, "weka_sample.jsonl"),
+    "weka": (f"{{path: {TRACES}/weka_sample.jsonl, format: weka, time_scale: 0.5, loop: 20}}",
              ["--profile", "fixed", "--ttft-ms", "30", "--itl-ms", "2"], ["-u", "6", "-r", "10"]),
-    "otel": ("{path: %s, format: otel, time_scale: 0.5, loop: 20}" % os.path.join(TRACES, "otel_sample.jsonl"),
+    "otel": (f"{{path: {TRACES}/otel_sample.jsonl, format: otel, time_scale: 0.5, loop: 20}}",
              ["--profile", "fixed", "--ttft-ms", "30", "--itl-ms", "2"], ["-u", "6", "-r", "10"]),
 }
 SCENARIO = "seed: 5\nworkloads:\n  replay:\n    ignore_eos: true\n    trace: {trace}\n"
