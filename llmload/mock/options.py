@@ -10,6 +10,7 @@ from llmload.argtypes import PORT, POSITIVE_SECONDS, PROBABILITY, number
 from llmload.mock.engine import EngineParams
 from llmload.mock.faults import Fault, parse_fault_rate
 from llmload.mock.gpu_telemetry import GpuModel, parse_throttle
+from llmload.mock.lora import LoraConfig, add_lora_arguments, lora_config
 from llmload.mock.metrics_state import METRIC_FORMATS
 from llmload.mock.profiles import DEFAULT_PROFILE, PROFILES, Profile, get_profile
 
@@ -44,6 +45,7 @@ class MockConfig:
     embed_batch_tokens: int = 16384  # tokens a step takes from the queue at most
     embed_dim: int = 384  # a vector's length when the request gives no dimensions
     rerank_per_pair_ms: float = 0.05  # /v1/rerank, /v1/score: a step's cost per query-document pair
+    lora: LoraConfig | None = None  # --lora-adapters: adapters beside the base model, in --max-loras slots
 
 
 def add_mock_arguments(p: argparse.ArgumentParser) -> None:
@@ -103,6 +105,7 @@ def add_mock_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--rerank-per-pair-ms", type=NON_NEGATIVE_MS, default=0.05, metavar="MS",
                    help="/v1/rerank and /v1/score: a step's cost per query-document pair (default 0.05; the step "
                         "also costs --embed-base-ms)")
+    add_lora_arguments(p)
     g = p.add_argument_group("engine parameters (override the profile)")
     for name, kind in ENGINE_FLAGS.items():
         flag = "--" + name.replace("_", "-")
@@ -165,4 +168,5 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
         embed_batch_tokens=getattr(args, "embed_batch_tokens", 16384),
         embed_dim=getattr(args, "embed_dim", 384),
         rerank_per_pair_ms=getattr(args, "rerank_per_pair_ms", 0.05),
+        lora=lora_config(args),
     )

@@ -46,6 +46,7 @@ from llmload.workload.arrival import ArrivalGate
 from llmload.workload.file.scenario import ScenarioSpec, WorkloadSpec, load_scenario_cached, resolve_scenario_path
 from llmload.workload.graph_session import GraphSession
 from llmload.workload.images import ImageSet
+from llmload.workload.model_mix import ModelPicker
 from llmload.workload.request import LLMRequest, Workload
 from llmload.workload.scenario_workload import ScenarioWorkload, stable_seed
 from llmload.workload.synthetic import SyntheticChat
@@ -108,6 +109,7 @@ class LLMUser(User):
         self.connections: ConnectionPool | None = None  # call graphs: more connections for calls that overlap
         self._backoff: Backoff | None = None
         self._trace_context = False
+        self._models: ModelPicker | None = None  # models: the draw of each request's model
 
     # -- lifecycle -------------------------------------------------------------------------------
     def on_start(self) -> None:
@@ -126,8 +128,10 @@ class LLMUser(User):
         self._backoff = Backoff(plugin.config.faults.backoff, random.Random(self.seed() ^ 0x0BAC0FF))
         self._trace_context = bool(plugin.option("trace_context"))
         self.transport = make_transport(setup.transport, self.host, ENDPOINTS[endpoint], client)
-        model = plugin.option("model") or (spec.model if spec and spec.model else None) or self.model \
-            or plugin.resolve_model(self.host, client)
+        mix = spec.models if spec is not None else None  # models: wins over --model (the mix is the workload)
+        model = (mix.names[0] if mix else None) or plugin.option("model") \
+            or (spec.model if spec and spec.model else None) or self.model or plugin.resolve_model(self.host, client)
+        self._models = None if mix is None else ModelPicker(mix, stable_seed(self.seed(), "models"))
         if spec is None:
             self.source = self.make_workload(model=model, chat=endpoint != "completions")
         else:
@@ -262,6 +266,8 @@ class LLMUser(User):
         if scheduled_time is None:  # a send due at a time (trace, open-loop arrivals) goes out then
             yield_if_turn_is_long()
         runner = self.environment.runner
+        if self._models is not None and body is None:  # a body built ahead (traces) keeps its model
+            request.model = self._models.pick(request.session_id)
         meta = RequestMeta(
             request_id=self.plugin.next_request_id(),
             start_time=0.0,
@@ -278,6 +284,7 @@ class LLMUser(User):
             requested_image_tokens=request.image_tokens,
             call_id=request.call_id,
             call_after=request.call_after,
+            model=request.model if self._models is not None else "",
         )
         headers = request.headers
         if self._trace_context:  # a new trace per request: 16 + 8 random bytes, far below a token's cost

@@ -12,16 +12,16 @@ import numpy as np
 import pandas as pd
 
 from llmload import files
-from llmload.metrics.slo import ERROR_RATE, SLO, slos_for, with_error_budget
+from llmload.metrics.slo import ERROR_RATE, SLO, scope_models, slos_for, with_error_budget
 from llmload.metrics.step_verdict import step_slos as step_slos_of
 from llmload.report.capacity import cost_at, find_capacity, plan_for
 from llmload.report.gpu import GpuRun, attach_gpu_metrics, flag_gpu_steps, load_gpu_metrics
-from llmload.report.load import load_requests
+from llmload.report.load import ReportError, load_requests
 from llmload.report.model import DEFAULT_WARMUP_S, Report, ReportOptions, Section
 from llmload.report.prefix_truth import check_intended_hits
 from llmload.report.run_identity import read_manifest, search_warmup, search_windows
 from llmload.report.server import attach_server_metrics
-from llmload.report.steps import mark_step_endings, measure_steps
+from llmload.report.steps import mark_step_endings, measure_steps, model_column
 
 
 def prefix_cache_stats(df: pd.DataFrame) -> dict[str, Any] | None:
@@ -118,12 +118,17 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
         notes.append(f"{loaded.warmup_rows} request(s) of the run's warm-up (--warmup-seconds, phase=warmup) are left "
                      "out of every step, capacity and cost")
     scenario_names = [str(s) for s in df["scenario"].unique()]
-    unknown = sorted({s.scenario for s in opts.slos if s.scenario and s.scenario not in scenario_names})
+    model_of = model_column(df)
+    try:  # a scope that names a model of a models: mix judges that model's requests alone
+        given = scope_models(opts.slos, scenario_names, {m for m in model_of if m})
+    except ValueError as e:
+        raise ReportError(str(e)) from None
+    unknown = sorted({s.scenario for s in given if s.scenario and s.scenario not in scenario_names})
     warnings = list(loaded.warnings) + manifest_warnings
     if unknown:
         warnings.append(f"SLO(s) for scenario(s) {', '.join(unknown)} that the run does not have: "
                         f"the run has {', '.join(scenario_names)}")
-    slos = with_error_budget(opts.slos, opts.error_budget)
+    slos = with_error_budget(given, opts.error_budget)
     gpus = load_gpu_metrics(prefix)  # PREFIX_gpu_metrics.csv: flags throttled steps before capacity
     # A run of one scenario is that scenario: its scoped SLOs apply to the whole run too.
     scope = scenario_names[0] if len(scenario_names) == 1 else None
@@ -136,7 +141,8 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
     if len(scenario_names) > 1:
         for name in scenario_names:
             sub = df[(df["scenario"] == name).to_numpy()]
-            mine = slos_for(slos, name)
+            served = set(model_of[(df["scenario"] == name).to_numpy()])
+            mine = [s for s in slos_for(slos, name) if s.model is None or s.model in served]
             scenarios[name] = _section(name, sub, mine, opts, warmup, notes, warnings, mine, scenario_names, name,
                                        windows, gpus)
     whole = slos_for(slos, scope)

@@ -8,6 +8,7 @@ from typing import Any
 from llmload.metrics.slo import SLO
 from llmload.workload.call_graph import GraphSpec
 from llmload.workload.distributions import Distribution
+from llmload.workload.model_mix import ModelMix
 
 
 class ScenarioError(ValueError):
@@ -115,6 +116,7 @@ class WorkloadSpec:
     agent: AgentSpec | None = None
     graph: GraphSpec | None = None  # session: {kind: graph}: call-graph sessions
     response_format: dict[str, Any] | None = None  # passed through to the request body
+    models: ModelMix | None = None  # models: a mix of models or LoRA adapters, drawn per request or session
 
     def expected_prefix_hit_ratio(self) -> float | None:
         """Share of prompt tokens a warm prefix cache can serve: whole 16-token blocks of the
