@@ -160,3 +160,38 @@ def models_tables(data: dict[str, Any]) -> list[tuple[str, list[str], list[list[
             line += [fmt(c.get("token_share"), 3), fmt_usd(c.get("usd_per_hour")), fmt_usd(c.get("usd_per_request"))]
         rows.append(line)
     return [("Models", header, rows)]
+
+
+COMPARED = (("share", "share of requests", 3), ("ttft_ms.p95", "TTFT p95 (ms)", 1), ("tpot_ms.p95", "TPOT p95 (ms)", 1),
+            ("attainment", "SLO attainment", 3), ("cost.usd_per_request", "$ per request", None))
+"""What ``llmload compare`` lines up per model: (key in a models_json row, title, decimals; None: dollars)."""
+
+
+def _value(row: dict[str, Any] | None, key: str) -> Any:
+    v: Any = row
+    for part in key.split("."):
+        v = v.get(part) if isinstance(v, dict) else None
+    return v
+
+
+def compare_models(reports: list[tuple[str, Report]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """model → run label → the :data:`COMPARED` values, when every run has models: mixes (else {})."""
+    per_run = {label: models_json(r).get("models") for label, r in reports}
+    if not per_run or not all(per_run.values()):
+        return {}
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for label, data in per_run.items():
+        for row in data["rows"]:
+            out.setdefault(row["model"], {})[label] = {key: _value(row, key) for key, _, _ in COMPARED}
+    return dict(sorted(out.items()))
+
+
+def compare_models_table(by_model: dict[str, dict[str, dict[str, Any]]],
+                         labels: list[str]) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of the per-model comparison: one row per model and value, one column per run."""
+    rows = []
+    for model, runs in by_model.items():
+        for key, title, nd in COMPARED:
+            cells = [runs.get(label, {}).get(key) for label in labels]
+            rows.append([model, title, *[fmt_usd(v) if nd is None else fmt(v, nd) for v in cells]])
+    return ["model", "", *labels], rows
