@@ -154,7 +154,8 @@ class LoraSlots:
         changed.set()
 
     def running(self) -> list[str]:
-        return [name for name, n in self.loaded.items() if n > 0]
+        """The adapters with a request running, by name."""
+        return sorted(name for name, n in self.loaded.items() if n > 0)
 
     def models_body(self, max_model_len: int) -> bytes:
         """``/v1/models``: the base model's card, then each adapter's (vLLM's ModelCard fields)."""

@@ -126,8 +126,9 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
     unknown = sorted({s.scenario for s in given if s.scenario and s.scenario not in scenario_names})
     warnings = list(loaded.warnings) + manifest_warnings
     if unknown:
+        models_text = f"; models {', '.join(sorted({m for m in model_of if m}))}" if any(model_of) else ""
         warnings.append(f"SLO(s) for scenario(s) {', '.join(unknown)} that the run does not have: "
-                        f"the run has {', '.join(scenario_names)}")
+                        f"the run has {', '.join(scenario_names)}{models_text}")
     slos = with_error_budget(given, opts.error_budget)
     gpus = load_gpu_metrics(prefix)  # PREFIX_gpu_metrics.csv: flags throttled steps before capacity
     # A run of one scenario is that scenario: its scoped SLOs apply to the whole run too.

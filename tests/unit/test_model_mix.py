@@ -79,7 +79,7 @@ def test_the_models_section_spellings():
 @pytest.mark.parametrize("models,extra,message", [
     ("{base: 0.5, adapter-a: 0}", "", "s.yaml:3: workloads.w.models.adapter-a: expected a number > 0, got 0"),
     ("{base: -1}", "", "workloads.w.models.base: expected a number > 0, got -1"),
-    ("{zipf: {n: 4, size: 2}}", "", "workloads.w.models.zipf.size: unknown key; did you mean s"),
+    ("{zipf: {n: 4, ss: 2}}", "", "workloads.w.models.zipf.ss: unknown key; did you mean s?"),
     ("{per: always, weights: [a]}", "", "workloads.w.models.per: expected request or session, got 'always'"),
     ("{weights: [a], zipf: {n: 2}}", "", "workloads.w.models: expected either weights: or zipf:, not both"),
     ("{zipf: {n: 2, base: b}}", "", "workloads.w.models.zipf.base_share: missing"),
