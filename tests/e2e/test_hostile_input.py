@@ -36,6 +36,12 @@ YAML = [
     ("deep nesting", "workloads:\n  chat:\n    extra: " + "[" * 100 + "]" * 100 + "\n", "nested more than 50 levels"),
     ("very deep nesting", "workloads: " + "[" * 20000 + "]" * 20000 + "\n", "nested too deeply to read"),
     ("not YAML", "workloads: {chat: [}\n", "y.yaml:1: not valid YAML"),
+    ("huge zipf", "workloads:\n  chat:\n    models: {zipf: {n: 99999999}}\n",
+     "y.yaml:3: workloads.chat.models.zipf.n: 99999999 is too large: expected at most 10,000"),
+    ("model name not text", "workloads:\n  chat:\n    models: {1: 0.5}\n",
+     "workloads.chat.models.1: expected a model name"),
+    ("models as text", "workloads:\n  chat:\n    models: adapter-a\n",
+     "workloads.chat.models: expected a mapping of model names to weights"),
 ]
 
 
