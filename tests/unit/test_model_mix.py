@@ -165,7 +165,7 @@ def test_cost_is_split_by_each_models_share_of_tokens():
     split = split_cost(10.0, {"a": (300.0, 100.0), "b": (100.0, 100.0)}, {"a": 30, "b": 10}, 60.0)
     assert split["a"]["token_share"] == pytest.approx(400 / 600) and split["b"]["usd_per_hour"] == pytest.approx(10 / 3)
     # $/request: the model's dollars per hour over its own requests per hour (30 in 60 s: 1,800/h)
-    assert split["a"]["usd_per_request"] == pytest.approx(10 * 400 / 600 / 1800)
+    assert split["a"]["usd_per_request"] == pytest.approx(10 * 400 / 600 / 1800, rel=1e-5)  # 8 decimals
     # every token costs the same: the same $ per million tokens for both
     assert split["a"]["usd_per_million_tokens"] == pytest.approx(split["b"]["usd_per_million_tokens"])
     weighted = split_cost(10.0, {"a": (300.0, 100.0), "b": (100.0, 100.0)}, {"a": 30, "b": 10}, 60.0, 4.0)
