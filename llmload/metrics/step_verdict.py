@@ -68,7 +68,7 @@ class WindowRows:
                for c in columns}
         return cls(np.array([str(r[st]) for r in rows], dtype=object),
                    np.array([str(r[sc]) for r in rows], dtype=object), out,
-                   np.array([r[md] or "" for r in rows], dtype=object))
+                   np.array([(r[md] if len(r) > md else "") or "" for r in rows], dtype=object))
 
     def __len__(self) -> int:
         return len(self.status)

@@ -58,7 +58,7 @@ class LiveWindow:
         if s is None:
             s = bucket[row[_SCENARIO]] = ScenarioStats()
         s.add_row(row)
-        if row[_MODEL]:
+        if len(row) > _MODEL and row[_MODEL]:  # a row cut short (written before the column) has none
             by_model = self._models[int(end)]
             key = (row[_SCENARIO], row[_MODEL])
             m = by_model.get(key)
