@@ -14,19 +14,19 @@ import urllib.request
 from tests.support.locust_runs import report, run_scenario
 
 ADAPTERS = ("adapter-a", "adapter-b", "adapter-c")
-SHARES = {"adapter-a": 0.7, "adapter-b": 0.15, "adapter-c": 0.15}
-# Two slots for three adapters: adapter-a (most of the traffic, ~200-ms streams: always some running, so
-# never the idle one evicted) keeps one, b and c take turns in the other, each turn paying 300 ms of load:
-# their TTFT p95 is over 300 ms, a's the mock's 10 ms plus the trip.
-MOCK = ("--profile", "fixed", "--ttft-ms", "10", "--itl-ms", "2", "--model", "base",
-        "--lora-adapters", ",".join(ADAPTERS), "--max-loras", "2", "--lora-load-ms", "300")
+SHARES = {"adapter-a": 0.8, "adapter-b": 0.1, "adapter-c": 0.1}
+# Two slots for three adapters: adapter-a (most of the traffic, ~200-ms streams of varied length: always
+# some running, so never the idle one evicted, but for the cold start) keeps one, b and c take turns in the
+# other, each turn paying 150 ms of load: their TTFT p95 is over 150 ms, a's the mock's 10 ms plus the trip.
+MOCK = ("--profile", "fixed", "--ttft-ms", "10", "--itl-ms", "10", "--model", "base",
+        "--lora-adapters", ",".join(ADAPTERS), "--max-loras", "2", "--lora-load-ms", "150")
 SCENARIO = """
 seed: 4
 workloads:
   tenants:
-    models: {adapter-a: 0.7, adapter-b: 0.15, adapter-c: 0.15}
+    models: {adapter-a: 0.8, adapter-b: 0.1, adapter-c: 0.1}
     input_tokens: 16
-    output_tokens: 100
+    output_tokens: {dist: uniform, min: 10, max: 30}
     ignore_eos: true
 """
 
@@ -69,7 +69,7 @@ def test_the_mock_lists_its_adapters_shows_the_lora_gauge_and_answers_an_unknown
 
 def test_a_lora_mix_is_broken_down_per_model_in_its_shares_and_each_model_slo_judged_alone(mock_factory, tmp_path):
     mock = mock_factory(*MOCK)
-    rows, _out, prefix = run_scenario(tmp_path, mock, SCENARIO, "lora", "-u", "16", "-r", "16", "-t", "14s",
+    rows, _out, prefix = run_scenario(tmp_path, mock, SCENARIO, "lora", "-u", "24", "-r", "24", "-t", "14s",
                                       "--stop-timeout", "5", "--seed", "9")
     assert set(rows["model"]) == set(ADAPTERS)
     n = len(rows)
@@ -85,9 +85,10 @@ def test_a_lora_mix_is_broken_down_per_model_in_its_shares_and_each_model_slo_ju
     per_model = {r["model"]: r for r in stats if r["model"]}
     assert set(per_model) == set(ADAPTERS) and all(r["scenario"] == "tenants" for r in per_model.values())
     assert sum(int(r["requests"]) for r in per_model.values()) == int(scenario_row["requests"]) == n
-    assert float(per_model["adapter-b"]["p95_ttft_ms"]) > 300 > 150 > float(per_model["adapter-a"]["p95_ttft_ms"])
+    # the whole run, the cold start too: b's waits and loads against a's own slot
+    assert float(per_model["adapter-b"]["p95_ttft_ms"]) > 150 > 50 > float(per_model["adapter-a"]["median_ttft_ms"])
 
-    data = report(prefix, tmp_path, "adapter-a:ttft_p95_ms=150", "adapter-b:ttft_p95_ms=150")
+    data = report(prefix, tmp_path, "adapter-a:ttft_p95_ms=100", "adapter-b:ttft_p95_ms=100")
     models = {r["model"]: r for r in data["models"]["rows"]}
     measured = data["models"]["requests"]
     for model, p in SHARES.items():
