@@ -61,7 +61,7 @@ def parse_adapters(text: str) -> tuple[str, ...]:
 
 def add_lora_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("LoRA adapters (vLLM's --lora-modules and --max-loras)")
-    g.add_argument("--lora-adapters", type=parse_adapters, default=None, metavar="N|A,B,...",
+    g.add_argument("--lora-adapters", type=parse_adapters, default=None, metavar="ADAPTERS",
                    help="serve these adapters beside the base model: a count N (adapter-1 ... adapter-N) or names; "
                         "a request for any other model gets vLLM's 404 (default: none, every model name accepted)")
     g.add_argument("--max-loras", type=number(at_least=1, integer=True), default=DEFAULT_MAX_LORAS, metavar="K",
