@@ -38,8 +38,8 @@ YAML = [
     ("not YAML", "workloads: {chat: [}\n", "y.yaml:1: not valid YAML"),
     ("huge zipf", "workloads:\n  chat:\n    models: {zipf: {n: 99999999}}\n",
      "y.yaml:3: workloads.chat.models.zipf.n: 99999999 is too large: expected at most 10,000"),
-    ("model name not text", "workloads:\n  chat:\n    models: {1: 0.5}\n",
-     "workloads.chat.models.1: expected a model name"),
+    ("model name with spaces", "workloads:\n  chat:\n    models: {' adapter-a': 0.5}\n",
+     "workloads.chat.models. adapter-a: expected a model name (text without surrounding spaces)"),
     ("models as text", "workloads:\n  chat:\n    models: adapter-a\n",
      "workloads.chat.models: expected a mapping of model names to weights"),
 ]
