@@ -8,10 +8,15 @@ from __future__ import annotations
 import csv
 import json
 import math
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 
+import pytest
+
 from tests.support.locust_runs import report, run_scenario
+from tests.support.processes import ROOT, free_port
 
 ADAPTERS = ("adapter-a", "adapter-b", "adapter-c")
 SHARES = {"adapter-a": 0.8, "adapter-b": 0.1, "adapter-c": 0.1}
@@ -101,3 +106,47 @@ def test_a_lora_mix_is_broken_down_per_model_in_its_shares_and_each_model_slo_ju
     assert "adapter-b:ttft_p95_ms" in data["capacity"]["limited_by"]
     assert "adapter-a:ttft_p95_ms" not in data["capacity"]["limited_by"]
     assert "## Models" in data["_md"]
+
+    # compare: per-model rows when both runs have models (the same run twice here), each model priced at the
+    # capacity adapter-a's SLO gives (the step holds it)
+    out = tmp_path / "cmp"
+    res = subprocess.run([sys.executable, "-m", "llmload.cli", "compare", str(prefix), str(prefix), "--label", "one",
+                          "--label", "two", "--warmup-s", "2", "--slo", "adapter-a:ttft_p95_ms=100",
+                          "--gpu-hourly-usd", "2.0", "--out", str(out)], capture_output=True, text=True, cwd=ROOT,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    cmp = json.loads((out / "compare.json").read_text())["models"]
+    assert set(cmp) == set(ADAPTERS) and cmp["adapter-a"]["one"] == cmp["adapter-a"]["two"]
+    assert cmp["adapter-a"]["one"]["share"] == models["adapter-a"]["share"]
+    assert all(cmp[m]["one"]["cost.usd_per_request"] > 0 for m in ADAPTERS)
+    assert "## Per model" in (out / "compare.md").read_text()
+
+    # the cost split: the capacity's dollars per hour over the models by their share of its step's tokens
+    out = tmp_path / "priced"
+    res = subprocess.run([sys.executable, "-m", "llmload.cli", "report", str(prefix), "--warmup-s", "2", "--slo",
+                          "adapter-a:ttft_p95_ms=100", "--gpu-hourly-usd", "2.0", "--out", str(out)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert res.returncode == 0, res.stderr
+    priced = json.loads((out / "report.json").read_text())
+    rows = priced["models"]["rows"]
+    assert sum(r["cost"]["usd_per_hour"] for r in rows) == pytest.approx(priced["cost"]["usd_per_hour"], rel=1e-5)
+    tokens = {r["model"]: r["prompt_tokens"] + r["completion_tokens"] for r in rows}  # one step: its window
+    for r in rows:
+        assert r["cost"]["token_share"] == pytest.approx(tokens[r["model"]] / sum(tokens.values()), abs=1e-5)
+
+
+def test_two_processes_merge_each_models_stats_exactly(mock_factory, tmp_path):
+    mock = mock_factory(*MOCK)
+    port = str(free_port())  # not Locust's default 5557: another run on the machine may hold it
+    rows, _out, prefix = run_scenario(tmp_path, mock, SCENARIO, "procs", "-u", "12", "-r", "12", "-t", "6s",
+                                      "--processes", "2", "--master-port", port, "--master-bind-port", port,
+                                      "--stop-timeout", "10")
+    assert set(rows["worker"]) == {0, 1}
+    with open(f"{prefix}_llm_stats.csv", newline="") as f:
+        per_model = {r["model"]: r for r in csv.DictReader(f) if r["model"]}
+    for model in ADAPTERS:  # the master's merged histograms and counts: every row of the model, once
+        mine = rows[rows["model"] == model]
+        ok = mine[mine["status"] == "ok"]
+        assert int(per_model[model]["requests"]) == len(mine) and int(per_model[model]["ok"]) == len(ok)
+        assert int(per_model[model]["output_tokens"]) == int(ok["completion_tokens"].sum())
+        assert float(per_model[model]["max_ttft_ms"]) == ok["ttft_ms"].max()
