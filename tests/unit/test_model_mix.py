@@ -171,3 +171,46 @@ def test_cost_is_split_by_each_models_share_of_tokens():
     weighted = split_cost(10.0, {"a": (300.0, 100.0), "b": (100.0, 100.0)}, {"a": 30, "b": 10}, 60.0, 4.0)
     assert weighted["a"]["token_share"] == pytest.approx(700 / 1200)  # prompt + 4 x completion
     assert split_cost(10.0, {"a": (0.0, 0.0)}, {"a": 0}, 60.0)["a"]["usd_per_hour"] is None
+
+
+def test_the_live_window_and_the_llm_tab_have_a_row_per_model():
+    from llmload.plugin.live import LiveHistory, LiveWindow
+    from llmload.plugin.llm_tab import tab_rows
+
+    live = LiveWindow(window_s=10)
+    for i in range(30):
+        live.add_row(rec(i, "chat", "adapter-a" if i % 3 else "adapter-b", ttft=10.0 + i).row())
+    stats = LLMStats()
+    stats.add(rec(0, "chat", "adapter-b"), track_delta=True)  # its per-chunk ITL comes with the stats delta
+    live.add_itl_delta(stats.take_delta(), 1001.0)
+    a, b = live.model_snapshot(now=1005.0, lag_s=1.0)
+    assert (a["scenario"], a["model"], a["requests"], b["model"], b["requests"]) == ("chat", "adapter-a", 20,
+                                                                                      "adapter-b", 10)
+    assert b["itl_p99_ms"] == 5.0 and a["itl_p99_ms"] is None  # the per-chunk ITL of b's stream only
+    (only,) = live.snapshot(now=1005.0, lag_s=1.0)
+    assert only["requests"] == 30 and "model" not in only  # the scenario row is what it was
+    history = LiveHistory()
+    history.sample(live, 1005.0, 1.0, users=4, in_flight={"chat": 2}, health=[])
+    assert [r["model"] for r in history.models_latest] == ["adapter-a", "adapter-b"]
+
+    class View:
+        run_finished = False
+
+        def runner_state(self):
+            return "running"
+
+        def latest_rows(self):
+            return history.latest()
+
+        def model_rows(self):
+            return history.models_latest
+
+        def client_health(self):
+            return []
+
+        def server_samples(self):
+            return []
+
+    rows = tab_rows(View())
+    assert [r["scenario"] for r in rows] == ["chat", "chat · adapter-a", "chat · adapter-b"]
+    assert rows[1]["in_flight"] == "" and rows[0]["in_flight"] == 2
