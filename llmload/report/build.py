@@ -73,8 +73,11 @@ def _section(name: str, df: pd.DataFrame, slos: list[SLO], opts: ReportOptions, 
                         f"{capacity['next_step_level']:g} {unit}: noise or an unstable server; rerun with "
                         "longer steps. Capacity stays below the first failing step.")
     for t in capacity.get("thin_above") or []:
-        warnings.append(f"{where}the step at {t['level']:g} {unit} had only {t['ok']} ok requests (< "
-                        f"{opts.sample_floor}): no verdict, not capacity, not priced")
+        why = f"only {t['ok']} ok requests (< {opts.sample_floor})"
+        if t["ok"] >= opts.sample_floor:  # thin where a scenario or a model has an SLO of its own: say which
+            why = next((s.data["note"].removesuffix(": no verdict, never capacity") for s in steps
+                        if s.data["level"] == t["level"] and s.data.get("thin") and s.data.get("note")), why)
+        warnings.append(f"{where}the step at {t['level']:g} {unit} had {why}: no verdict, not capacity, not priced")
     cap_step = next((s.data for s in steps if s.data["start_time"] == capacity.get("start_time")), None)
     cost = None
     if opts.gpu_hourly_usd is not None and cap_step is not None:
