@@ -160,17 +160,61 @@ class Rate:
     description: str
     row_column: str
     """The requests column it sums (``inputs``)."""
+    when: str = "inputs"
+    """The column whose values make a section report it (``inputs``: embeddings; ``audio_seconds``: transcription)."""
 
+
+RTFX = Rate("rtfx", "RTFx", "audio transcription: the seconds of audio of ok requests transcribed per wall-clock "
+            "second (the real-time factor of the whole load; each request's audio spread over its lifetime)",
+            "audio_seconds", when="audio_seconds")
+"""The run's real-time factor: a step entry's ``rtfx``, the capacity's, and the divisor of an audio hour's price."""
 
 RATES: tuple[Rate, ...] = (
     Rate("inputs_per_s", "inputs/s", "embeddings: the inputs of ok requests per second (their batches' sizes)",
          "inputs"),
     Rate("input_tps", "input tok/s", "embeddings: the input tokens of ok requests per second (usage.prompt_tokens)",
          "prompt_tokens"),
+    RTFX,
 )
-"""The whole-body endpoints' throughputs (a section whose rows carry ``inputs``: embeddings), in display order."""
+"""The whole-body and upload endpoints' throughputs (a section whose rows carry a rate's ``when`` column:
+``inputs`` for embeddings, ``audio_seconds`` for transcription), in display order."""
 RATES_WHEN = "inputs"
-"""The column whose values make a section report :data:`RATES`."""
+"""The column whose values make a section report the embeddings' :data:`RATES` (each rate's ``when``)."""
+
+REQUEST_RTFX = Rate("request_rtfx", "RTFx per request", "audio transcription: one request's audio seconds / its "
+                    "E2E seconds, over ok requests (a report.json step entry has its percentiles)", "audio_seconds",
+                    when="audio_seconds")
+"""The per-request real-time factor: audio_seconds / (e2e_ms / 1000), computed by the report, not a column."""
+AUDIO_HOUR_PRICE = "usd_per_audio_hour"
+"""The cost key of an hour of audio at capacity: the replica's $/hour / RTFx at capacity."""
+
+
+@dataclass(frozen=True)
+class ClassMeasure:
+    """A number the report gives each priority class (``priority:``), declared once: its report.json key."""
+
+    name: str
+    """Its key in report.json's ``priority_classes`` / ``isolation`` entries (``shed_rate``)."""
+    label: str
+    """What a reader sees (``shed rate``)."""
+    description: str
+
+
+SLO_ATTAINMENT = ClassMeasure(
+    "attainment", "SLO attainment", "the share of the class's requests (cancelled left out) that were ok and within "
+    "the SLO's limit; a failed or shed request never attains")
+SHED_RATE = ClassMeasure(
+    "shed_rate", "shed rate", "the share of the class's requests (cancelled left out) the server turned away with "
+    "HTTP 429 or 503")
+LEAKAGE = ClassMeasure(
+    "leakage", "leakage", "how far a class's p95 moved when every class ran together, against the class alone: "
+    "together - alone in ms, and that as % of alone")
+CLASS_MEASURES: tuple[ClassMeasure, ...] = (SLO_ATTAINMENT, SHED_RATE, LEAKAGE)
+SHED_HTTP_STATUSES: tuple[int, ...] = (429, 503)
+"""The answers that count as shed (turned away) in a class's shed rate."""
+ISOLATION_METRICS: tuple[Metric, ...] = (BY_NAME["ttft"], BY_NAME["tpot"])
+"""The metrics an --isolation run compares alone vs together (the leakage), at :data:`ISOLATION_STAT`."""
+ISOLATION_STAT = "p95"
 
 RENAMED: dict[str, str] = {
     "worst_stall_ms": BY_NAME["itl_max"].key("max"),  # live rows, PREFIX_llm_history.csv, live/history.json

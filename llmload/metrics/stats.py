@@ -323,6 +323,10 @@ class LLMStats:
                     t.merge(part)
         return out
 
+    def has_tasks(self) -> bool:
+        """Some scenario has finished an agent task (or a call-graph session), here or merged in."""
+        return any(s.tasks.outcomes for part in (self.scenarios, self._delta) for s in part.values())
+
     def model_rows(self) -> list[dict[str, Any]]:
         """PREFIX_llm_stats.csv's rows per model of a mix: one per (scenario, model), the ``model``
         column last; with several scenarios also each model over all of them (scenario Aggregated)."""

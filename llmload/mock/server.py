@@ -27,6 +27,8 @@ import gevent.event
 from gevent.server import StreamServer
 
 from llmload.mock import openai_api as api
+from llmload.mock.admission import turn_away
+from llmload.mock.audio_serve import serve_transcription
 from llmload.mock.body_endpoints import BODY_PATHS, serve_whole_body
 from llmload.mock.embeddings_api import EmbeddingBatcher
 from llmload.mock.engine import BatchingEngine, EngineRequest
@@ -39,6 +41,7 @@ from llmload.mock.messages_api import full_response as full_messages_response
 from llmload.mock.messages_api import parse_messages_body
 from llmload.mock.metrics_state import EngineStats, LatencyHistogram
 from llmload.mock.options import MockConfig
+from llmload.mock.priority_engine import make_engine
 from llmload.mock.prometheus import render_metrics
 from llmload.mock.request_log import RequestLog
 from llmload.mock.responses_api import full_response as full_responses_response
@@ -47,6 +50,7 @@ from llmload.mock.served_stream import ServedStream
 from llmload.mock.spec_decode import SpecDecode
 from llmload.mock.structured import plan_reply
 from llmload.net import timestamps as netstamp
+from llmload.wire.audio import TRANSCRIPTIONS_PATH
 
 log = logging.getLogger("llmload.mock")
 
@@ -77,7 +81,7 @@ class MockServer:
         if config.engine_params is None:
             self.engine: BatchingEngine | FixedEngine = FixedEngine(config.fixed_ttft_ms, config.fixed_itl_ms)
         else:
-            self.engine = BatchingEngine(config.engine_params)
+            self.engine = make_engine(config.engine_params, config.scheduling)
         self.max_model_len = config.engine_params.max_model_len if config.engine_params else 1_000_000
         self.engine.stats = EngineStats(config.metrics_format, self.max_model_len)
         if config.spec_acceptance is not None:
@@ -95,6 +99,7 @@ class MockServer:
         self.requests_total = 0
         self.embedder: EmbeddingBatcher | None = None  # /v1/embeddings: started by the first request
         self.ranker: EmbeddingBatcher | None = None  # /v1/rerank and /v1/score: the same, by pairs
+        self.transcriber: EmbeddingBatcher | None = None  # /v1/audio/transcriptions: by seconds of audio
         self.connections = 0  # open right now
         self.requests_by_outcome: dict[str, int] = {}
         # How late each engine event was handled vs. its modelled time (benchmarks read it).
@@ -119,7 +124,7 @@ class MockServer:
         if self._driver is not None:
             self._driver.kill()
             self._driver = None
-        for batcher in (self.embedder, self.ranker):
+        for batcher in (self.embedder, self.ranker, self.transcriber):
             if batcher is not None:
                 batcher.stop()
         if self._log is not None:
@@ -220,6 +225,8 @@ class MockServer:
             return self._completion(sock, path, headers, body, rx_mono)
         if path in BODY_PATHS and method == "POST":
             return serve_whole_body(self, sock, path, headers, body, rx_mono)
+        if path == TRANSCRIPTIONS_PATH and method == "POST":
+            return serve_transcription(self, sock, headers, body, rx_mono)
         if method != "GET":
             self._send(sock, 405, api.error_body(405, f"{path} takes GET"))
         elif path == "/health":
@@ -280,6 +287,8 @@ class MockServer:
             self._send(sock, 404, self.lora.not_found_body(req.model))
             self._log_request(rid, arrival_mono, arrival_unix, None, "error:404", 0, 0)
             return True
+        if turn_away(self, sock, req, rid, arrival_mono, arrival_unix):  # --max-queue: the queue ahead is full
+            return True
         stream = ServedStream(self.engine, sock, req, rid, fault, arrival_mono, arrival_unix)
         stream.max_tokens_cap = cap
         if self.config.log_tokens:
@@ -293,7 +302,7 @@ class MockServer:
         if req.stream:
             sock.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
                          b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
-        engine_req = EngineRequest(prompt_words=req.prompt_words, output_tokens=output)
+        engine_req = EngineRequest(prompt_words=req.prompt_words, output_tokens=output, priority=req.priority)
         if fault is not None and fault.kind == "slow_first":
             engine_req.slow_first_s = fault.seconds
         if fault is not None and fault.kind == "stall":

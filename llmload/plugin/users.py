@@ -110,6 +110,7 @@ class LLMUser(User):
         self._backoff: Backoff | None = None
         self._trace_context = False
         self._models: ModelPicker | None = None  # models: the draw of each request's model
+        self.priority_class = ""  # the workload's priority: class, written into every row (its value is in the body)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def on_start(self) -> None:
@@ -136,6 +137,7 @@ class LLMUser(User):
             self.source = self.make_workload(model=model, chat=endpoint != "completions")
         else:
             self.scenario_name = spec.name
+            self.priority_class = spec.priority.name if spec.priority is not None else ""
             self.source = self._scenario_workload(scenario_spec, spec, model, endpoint, setup)
             if spec.trace is not None:
                 trace = selected_trace(spec.trace)
@@ -285,6 +287,7 @@ class LLMUser(User):
             call_id=request.call_id,
             call_after=request.call_after,
             model=request.model if self._models is not None else "",
+            priority=self.priority_class,
         )
         headers = request.headers
         if self._trace_context:  # a new trace per request: 16 + 8 random bytes, far below a token's cost

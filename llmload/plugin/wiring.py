@@ -45,6 +45,7 @@ from llmload.metrics.stats import LLMStats
 from llmload.plugin import messages
 from llmload.plugin.config import RunConfig, UserSetup
 from llmload.plugin.isolated import run_each
+from llmload.plugin.isolation_setup import install_isolation
 from llmload.plugin.live import LiveHistory, LiveWindow
 from llmload.plugin.options import add_arguments, option
 from llmload.plugin.roles import make_role
@@ -55,6 +56,7 @@ from llmload.plugin.trace_replay import ReplayLink
 from llmload.plugin.views import RunViews
 from llmload.server_metrics.scrape import ServerMetricsScraper, start_gpu_scraper, start_scraper
 from llmload.shapes.control import CONTROL_ATTR
+from llmload.shapes.isolation import PhaseMarks
 from llmload.shapes.warmup import WarmupRows
 from llmload.shapes.warmup_shape import WarmupShape
 from llmload.transport import ClientOptions, first_model
@@ -107,6 +109,7 @@ class LLMLoadPlugin:
         self.history = LiveHistory()
         self.stop_reason = ""  # set by a shape that stopped (or held) on an SLO
         self.warmup_rows = WarmupRows()  # --warmup-seconds: marks the warm-up's rows (the process that writes them)
+        self.phase_marks = PhaseMarks()  # --isolation: marks each row with its phase, likewise
         self.clients = ClientView()  # every load-generating process's health, the run's stalls
         self.scraper: ServerMetricsScraper | None = None  # the server's /metrics, read by the master or local process
         self.gpu_scraper: ServerMetricsScraper | None = None  # the DCGM exporters (--gpu-metrics), likewise
@@ -115,6 +118,8 @@ class LLMLoadPlugin:
         self.gate = ConfigGate(environment, self.role.leads)  # the configuration, checked at init and each start
         self.role.handle(messages.RATE, lambda data, _node_id: setattr(
             self, "rate_override", None if data["rate"] is None else float(data["rate"])))
+        if not self.role.leads:  # a worker: the master's warm-up marks the worker's own copy of its rows too
+            self.role.handle(messages.WARMUP, lambda data, _node_id: self._warmup_from_master(data))
         ev = environment.events
         gcpolicy.install(ev)
         ev.test_start.add_listener(self._on_test_start)
@@ -144,10 +149,11 @@ class LLMLoadPlugin:
 
     def install_warmup(self) -> None:
         """``--warmup-seconds``: the warm-up in front of the run's shape (or of the plain run), where
-        shapes run (the master or the only process)."""
+        shapes run (the master or the only process); ``--isolation``'s shape first."""
         env = self.env
         if not self.role.leads or self.gate.error or isinstance(env.shape_class, WarmupShape):
             return
+        install_isolation(env, self.config.isolation)  # --isolation: its phases are the run's shape
         plan = self.config.warmup
         if plan is not None:
             env.shape_class = WarmupShape(env.shape_class, plan)
@@ -192,6 +198,12 @@ class LLMLoadPlugin:
                 self._model = first_model(host, client) or "default"
         return self._model
 
+    def _warmup_from_master(self, data: dict[str, Any]) -> None:
+        if data["ended_at"] is None or self.warmup_rows.until is None:  # a worker that joined late: from the end
+            self.warmup_rows.begin(float(data["seconds"]))
+        if data["ended_at"] is not None:
+            self.warmup_rows.end(float(data["ended_at"]))
+
     def set_arrival_rate(self, rate: float | None) -> None:
         """The rate ladder's (or the warm-up's) current rate, here and on every worker (None: each
         workload's own rate)."""
@@ -232,7 +244,7 @@ class LLMLoadPlugin:
         """Rows that are final (the master's or a local process's): the live view and the requests CSV."""
         if not rows:
             return
-        rows = self.run.pass_on(self.warmup_rows.stamp(rows))  # the listeners (the search) see the phase
+        rows = self.run.pass_on(self.phase_marks.stamp(self.warmup_rows.stamp(rows)))  # listeners see the phase
         self.rows_total += len(rows)
         for row in rows:
             self.live.add_row(row)

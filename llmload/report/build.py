@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from llmload import files
+from llmload.metrics.catalog import RTFX
 from llmload.metrics.slo import ERROR_RATE, SLO, scope_models, slos_for, with_error_budget
 from llmload.metrics.step_verdict import step_slos as step_slos_of
 from llmload.report.capacity import cost_at, find_capacity, plan_for
@@ -79,10 +80,13 @@ def _section(name: str, df: pd.DataFrame, slos: list[SLO], opts: ReportOptions, 
                         if s.data["level"] == t["level"] and s.data.get("thin") and s.data.get("note")), why)
         warnings.append(f"{where}the step at {t['level']:g} {unit} had {why}: no verdict, not capacity, not priced")
     cap_step = next((s.data for s in steps if s.data["start_time"] == capacity.get("start_time")), None)
+    if cap_step is not None and RTFX.name in cap_step:  # transcription: the capacity step's real-time factor
+        capacity[RTFX.name] = cap_step[RTFX.name]
     cost = None
     if opts.gpu_hourly_usd is not None and cap_step is not None:
         input_tps = cap_step["total_tps"] - cap_step["output_tps"]  # the capacity step's own numbers
-        cost = cost_at(capacity, opts.gpu_hourly_usd, opts.gpus_per_replica, input_tps, opts.output_cost_weight)
+        cost = cost_at(capacity, opts.gpu_hourly_usd, opts.gpus_per_replica, input_tps, opts.output_cost_weight,
+                       cap_step.get(RTFX.name))
     plan = None
     target = opts.plan_target_rps
     if target is not None:
@@ -168,6 +172,9 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
     if not overall.steps:
         warnings.append(f"no step lasted longer than the {warmup:g} s warm-up: nothing was measured "
                         "(try --warmup-s 0)")
+    if "phase" in df.columns and (df["phase"] == files.TOGETHER_PHASE).any():
+        notes.append("an --isolation run: each phase (each priority class alone, then together) is a step of its "
+                     "own, so the capacity over them compares unlike loads: read the isolation section instead")
     if loaded.level == "arrival_rate":
         notes.append("an open-loop run: steps follow the arrival rate (arrival_rate column), not the user count")
     report = Report(source=loaded.path, options=opts, overall=overall, scenarios=scenarios, warnings=warnings,

@@ -1,7 +1,8 @@
 """Load steps from the ``level`` column, and what each step measured. Pure (DataFrame in, dicts out).
 
 A *stretch* is a run of consecutive requests (by start time) that started at one level (the
-user count, or the arrival rate of open-loop runs). Short stretches (under ``MIN_STEP_S`` and
+user count, or the arrival rate of open-loop runs) and in one phase (``--isolation``'s
+``alone:CLASS`` and ``together``). Short stretches (under ``MIN_STEP_S`` and
 ``MIN_STEP_ROWS``) are the ramp between steps and are not steps; every other stretch is a step,
 at the level it ran at. A step ends at the first request of the next stretch, whatever that
 stretch's level (ramp included), or, for the last one, at its last request's start. Each step
@@ -67,7 +68,10 @@ def find_steps(df: pd.DataFrame) -> tuple[list[tuple[float, float, float]], list
     notes: list[str] = []
     if not len(levels):
         return [], notes
-    change = np.flatnonzero(np.diff(levels) != 0) + 1
+    moved = np.diff(levels) != 0
+    if "phase" in df.columns:  # an --isolation run: a phase is a step of its own, even at the same level
+        moved |= np.diff(df["phase"].astype("category").cat.codes.to_numpy()) != 0
+    change = np.flatnonzero(moved) + 1
     firsts = np.concatenate([[0], change])
     lasts = np.concatenate([change, [len(levels)]]) - 1
     out = []
@@ -151,7 +155,8 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO], sample_flo
     cancelled = (status == "cancelled").to_numpy()
     cols = {c: (df[c].to_numpy(dtype=float) if c in df.columns else np.full(len(df), np.nan))
             for c in (*LATENCY_FIELDS, "completion_tokens", "prompt_tokens", *(r.row_column for r in catalog.RATES))}
-    rates = catalog.RATES if np.isfinite(cols[catalog.RATES_WHEN]).any() else ()  # embeddings: inputs/s, tok/s
+    rates = tuple(r for r in catalog.RATES if np.isfinite(cols[r.when]).any())  # embeddings: inputs/s; audio: RTFx
+    audio = bool(np.isfinite(cols[catalog.REQUEST_RTFX.when]).any())
     good = ok.copy()  # a failed request is never good
     for slo in slos:
         if slo.column is not None:
@@ -204,6 +209,10 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO], sample_flo
         for f in LATENCY_FIELDS:
             v = cols[f][ok_started]
             entry[f] = _pcts(v[~np.isnan(v)])
+        if audio:  # transcription: each ok request's audio seconds per second of its E2E
+            with np.errstate(divide="ignore", invalid="ignore"):
+                v = cols[catalog.REQUEST_RTFX.row_column][ok_started] / (cols["e2e_ms"][ok_started] / 1000.0)
+            entry[catalog.REQUEST_RTFX.name] = _pcts(v[np.isfinite(v)])
         entry["goodput_rps"] = round(float((share * good[near]).sum()) / dur, 4)
         window = WindowRows(status[started], scenario_col[started],
                             {c: cols[c][started] for c in {s.column for s in slos if s.column}}, model_col[started])
