@@ -88,6 +88,7 @@ def test_the_models_section_spellings():
     ("[a, a]", "", "workloads.w.models: 'a' is listed twice"),
     ("{}", "", "workloads.w.models: expected a mapping of model names to weights"),
     ("[a]", "    model: m\n", "workloads.w.models: does not go with model:"),
+    ("[a, b]", "    endpoint: embeddings\n", "workloads.w.models: does not go with endpoint embeddings"),
 ])
 def test_bad_models_sections_get_one_line_naming_the_file_and_key(models, extra, message):
     with pytest.raises(ScenarioError) as e:
