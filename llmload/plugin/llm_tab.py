@@ -38,6 +38,10 @@ class LiveView(Protocol):
         """The whole run per scenario (PREFIX_llm_stats.csv rows)."""
         ...
 
+    def model_stats_rows(self) -> list[dict[str, Any]]:
+        """models: mixes: the whole run per scenario and model (PREFIX_llm_stats.csv's model rows)."""
+        ...
+
     def latest_rows(self) -> list[dict[str, Any]]:
         """The newest live sample, one row per scenario (PREFIX_llm_history.csv rows)."""
         ...

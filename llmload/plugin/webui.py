@@ -159,7 +159,8 @@ def install(environment: Any, view: LiveView) -> None:
     @bp.route("/llm_stats.csv")
     @auth
     def stats_csv() -> Response:
-        return csv_file(files.LLM_STATS, lambda: rows_csv(view.stats_rows()))
+        return csv_file(files.LLM_STATS, lambda: rows_csv(all_rows := [*view.stats_rows(), *view.model_stats_rows()],
+                                                          list(dict.fromkeys(k for r in all_rows for k in r))))
 
     @bp.route("/history.csv")
     @auth

@@ -14,14 +14,17 @@ from llmload.plugin.webui import install
 class View:
     run_finished = False
 
-    def __init__(self, broken: bool = False) -> None:
-        self.broken = broken
+    def __init__(self, broken: bool = False, models: bool = False) -> None:
+        self.broken, self.models = broken, models
 
     def runner_state(self) -> str:
         return "running"
 
     def stats_rows(self):
-        return []
+        return [{"scenario": "tenants", "requests": 10}] if self.models else []
+
+    def model_stats_rows(self):
+        return [{"scenario": "tenants", "requests": 7, "model": "adapter-a"}] if self.models else []
 
     def latest_rows(self):
         if self.broken:
@@ -146,3 +149,11 @@ def test_every_static_file_is_package_data():
     missing = [p for p in found if not any(fnmatch.fnmatch(p, pat) and p.count("/") == pat.count("/")
                                            for pat in patterns)]
     assert not missing, f"add to [tool.setuptools.package-data] in pyproject.toml: {missing}"
+
+
+def test_without_csv_the_stats_download_has_the_per_model_rows_too():
+    view = View(models=True)
+    view.run_file = lambda suffix: None  # no --csv: the download comes from memory
+    res = app_with(view).test_client().get("/llmload/llm_stats.csv")
+    assert res.status_code == 200
+    assert res.data.decode().splitlines() == ["scenario,requests,model", "tenants,10,", "tenants,7,adapter-a"]
