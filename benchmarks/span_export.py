@@ -1,9 +1,9 @@
 """What ``--otlp-endpoint`` costs a Locust process: CPU µs per request to make its span from the record
 (``SpanExport.export``, in the user's greenlet after the request ended), CPU µs per span to encode and
-POST the batches (the batch processor's greenlet; a receiver in this process that only reads the
-bytes), and how long one batch of ``BATCH_SPANS`` holds the event loop while it is encoded and sent.
+POST the batches (the batch processor's greenlet; the receiver, which only reads the bytes, is a process of its own),
+and how long encoding one batch holds the event loop.
 
-    python benchmarks/span_export.py [--requests 5000]
+    python benchmarks/span_export.py [--requests 5000] [--batch 16]
 """
 
 from __future__ import annotations
@@ -14,27 +14,30 @@ monkey.patch_all()
 
 import argparse  # noqa: E402
 import os  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
-import threading  # noqa: E402
 import time  # noqa: E402
 import types  # noqa: E402
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from llmload.metrics.record import RequestMeta, RequestRecord  # noqa: E402
-from llmload.plugin.span_export import BATCH_SPANS, SpanExport  # noqa: E402
+from llmload.plugin import span_export  # noqa: E402
+from llmload.plugin.span_export import SpanExport  # noqa: E402
 
-
+SINK = """
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class Sink(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *_args) -> None:
+        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
+    def log_message(self, *a):
         pass
+server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
 
 
 def record(i: int) -> RequestRecord:
@@ -48,10 +51,12 @@ def record(i: int) -> RequestRecord:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=5000)
-    n = ap.parse_args().requests
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
+    ap.add_argument("--batch", type=int, default=span_export.BATCH_SPANS, help="spans per export")
+    args = ap.parse_args()
+    n = args.requests
+    span_export.BATCH_SPANS = args.batch
+    sink = subprocess.Popen([sys.executable, "-c", SINK], stdout=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{sink.stdout.readline().strip()}"
     spans = SpanExport(url, [], types.SimpleNamespace(run_id="bench"))
     spans.describe("chat", "chat", "llama-3-8b", "http://127.0.0.1:8000")
     records = [record(i) for i in range(n)]
@@ -70,7 +75,7 @@ def main() -> None:
 
     memory = InMemorySpanExporter()
     spans.provider.add_span_processor(SimpleSpanProcessor(memory))
-    for rec in records[:BATCH_SPANS]:
+    for rec in records[:args.batch]:
         spans.export(rec)
     batch = memory.get_finished_spans()
     holds = []
@@ -79,11 +84,12 @@ def main() -> None:
         encode_spans(batch).SerializePartialToString()
         holds.append((time.perf_counter() - t) * 1000)
     holds.sort()
+    spans.flush()
     print(f"{n} requests: span from the record {export_us:.1f} CPU µs/request; encode + POST "
-          f"{flush_us:.1f} CPU µs/span (the receiver in this process included); encoding one batch of "
+          f"{flush_us:.1f} CPU µs/span; encoding one batch of "
           f"{len(batch)} spans holds the loop {holds[len(holds) // 2]:.2f} ms (median of 20), {holds[-1]:.2f} ms "
           "(worst)")
-    server.shutdown()
+    sink.terminate()
 
 
 if __name__ == "__main__":

@@ -38,7 +38,10 @@ from llmload.wire.redact import is_secret_name
 
 EXTRA_HINT = "pip install 'llmload[otel]'"
 TRACES_PATH = "/v1/traces"  # OTLP/HTTP's path, added to an endpoint given without one
-BATCH_SPANS = 128  # spans per export: encoding a batch holds the loop ~1 ms at this size
+# Spans per export. The SDK encodes a whole batch in one go, holding the event loop meanwhile (~0.1 ms
+# a span, benchmarks/span_export.py): 128 held it 15 ms; 16 keep it near 2 ms, at one POST per 16 requests.
+BATCH_SPANS = 16
+QUEUE_SPANS = 16384  # spans waiting for export before the SDK drops one (a burst of ends at a step's change)
 SCHEDULE_S = 1.0
 FLUSH_S = 10.0
 # gen_ai.operation.name per endpoint (the convention's values; rerank and score have none: their own name)
@@ -148,7 +151,8 @@ class SpanExport:
             self.provider.add_span_processor(SimpleSpanProcessor(span_exporter))
         else:
             exporter = OTLPSpanExporter(endpoint=traces_url(endpoint), headers=otlp_headers(header_texts))
-            self.provider.add_span_processor(BatchSpanProcessor(exporter, max_export_batch_size=BATCH_SPANS,
+            self.provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=QUEUE_SPANS,
+                                                                max_export_batch_size=BATCH_SPANS,
                                                                 schedule_delay_millis=int(SCHEDULE_S * 1000)))
         self.tracer = self.provider.get_tracer("llmload", __version__)
         from opentelemetry.context import Context
