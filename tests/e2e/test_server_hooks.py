@@ -102,6 +102,7 @@ def _chat(url: str, words: int) -> None:
 
 def test_the_mock_reset_empties_its_prefix_cache_and_a_dead_server_is_an_error(mock_factory):
     from llmload.server_metrics.engine_admin import reset_cache
+    from llmload.sweep.server import reset_server
 
     mock = mock_factory("--profile", "vllm-v1")
     _chat(mock.url, 200)
@@ -112,5 +113,22 @@ def test_the_mock_reset_empties_its_prefix_cache_and_a_dead_server_is_an_error(m
         _chat(mock.url, 200)
     cached = [e["cached_tokens"] for e in mock.log(expect=4)]
     assert cached[0] == 0 and cached[1] > 100 and cached[2:] == [0, 0]
-    dead = reset_cache(f"http://127.0.0.1:{free_port()}", "vllm", timeout_s=5.0)
+    dead_url = f"http://127.0.0.1:{free_port()}"
+    dead = reset_cache(dead_url, "vllm", timeout_s=5.0)
     assert not dead.ok and dead.http_status is None and dead.error.startswith("POST /reset_prefix_cache failed:")
+    # llmload sweep resets each cell with the same call: a failure is a note, not an exception
+    assert reset_server(mock.url, "sglang") is None
+    assert reset_server(dead_url, "vllm", timeout_s=5.0).startswith("reset vllm: POST /reset_prefix_cache failed:")
+
+
+def test_in_a_distributed_run_only_the_master_calls_the_server(mock_factory, tmp_path):
+    admin = tmp_path / "admin.jsonl"
+    mock = mock_factory("--profile", "fixed", "--ttft-ms", "30", "--itl-ms", "3", "--admin-log", str(admin))
+    port = str(free_port())
+    res = run_locust(["-f", STEPS, "--host", mock.url, "--headless", "--csv", str(tmp_path / "dist"), "--steps", "2,4",
+                      "--step-seconds", "5", "--search-warmup-s", "1", "--profile-step", "2", "--reset-cache", "vllm",
+                      "--processes", "2", "--master-bind-port", port, "--master-port", port, "--output-tokens", "8",
+                      "--stop-timeout", "10", "--only-summary"], tmp_path, timeout=150)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert set(load_rows(tmp_path / "dist")["worker"]) == {0, 1}
+    assert [c["path"] for c in _admin_calls(admin)] == ["/reset_prefix_cache", "/start_profile", "/stop_profile"]
