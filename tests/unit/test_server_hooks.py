@@ -113,3 +113,31 @@ def test_the_mock_prefix_cache_forgets_everything_on_a_reset_but_keeps_its_count
     assert cache.clear() == 4 and len(cache) == 0
     assert cache.lookup(hashes, 64) == 0
     assert (cache.queried_tokens, cache.hit_tokens) == (128, 63)  # Prometheus counters never go back
+
+
+def test_a_web_ui_tests_failing_reset_stops_that_test_and_is_named_in_its_manifest(monkeypatch, tmp_path):
+    import json
+
+    from llmload.plugin import server_hooks
+    from llmload.plugin.server_hooks import ServerHooks
+    from llmload.transport.connection import ClientOptions
+
+    failed = HookCall("reset_cache", "POST", "/reset_prefix_cache", 1700000000.0, 0.01, 404, "POST "
+                      "/reset_prefix_cache answered HTTP 404", engine="vllm")
+    sent: list[tuple] = []
+    monkeypatch.setattr(server_hooks, "reset_cache",
+                        lambda host, engine, headers=None: sent.append((host, engine, headers)) or failed)
+    stopped: list[str] = []
+    manifest = types.SimpleNamespace(path=str(tmp_path / "run_run.json"), data={"run_id": "r"})
+    env = _env(reset_cache="vllm")
+    env.host, env.user_classes, env.process_exit_code = "http://127.0.0.1:9", [], None
+    plugin = types.SimpleNamespace(env=env, config=types.SimpleNamespace(client=ClientOptions(api_key="sk-1")),
+                                   client_for=lambda host, client: client, run=types.SimpleNamespace(manifest=manifest),
+                                   gate=types.SimpleNamespace(fail=stopped.append))
+    ServerHooks(plugin).test_started()  # the web UI's start: the reset is made now, not at init
+    assert len(stopped) == 1 and stopped[0].startswith("--reset-cache vllm: POST /reset_prefix_cache answered "
+                                                       "HTTP 404 (vLLM serves it only with VLLM_SERVER_DEV_MODE=1)")
+    assert "no load was sent" in stopped[0] and env.process_exit_code == 1
+    assert sent == [("http://127.0.0.1:9", "vllm", {"Authorization": "Bearer sk-1"})]  # the run's key, its host
+    (entry,) = json.loads((tmp_path / "run_run.json").read_text())["server_hooks"]
+    assert (entry["hook"], entry["http_status"], entry["ok"], entry["engine"]) == ("reset_cache", 404, False, "vllm")
