@@ -23,6 +23,7 @@ _EXPORTS = {
     "LLMCompletionsUser": "llmload.plugin.users",
     "LLMEmbeddingsUser": "llmload.plugin.embeddings_user",
     "LLMRerankUser": "llmload.plugin.rerank_user",
+    "LLMAudioUser": "llmload.plugin.audio_user",
     "users_from_scenario": "llmload.plugin.users",
     "StepLoadShape": "llmload.shapes.load_shapes",
     "RampLoadShape": "llmload.shapes.load_shapes",

@@ -160,17 +160,33 @@ class Rate:
     description: str
     row_column: str
     """The requests column it sums (``inputs``)."""
+    when: str = "inputs"
+    """The column whose values make a section report it (``inputs``: embeddings; ``audio_seconds``: transcription)."""
 
+
+RTFX = Rate("rtfx", "RTFx", "audio transcription: the seconds of audio of ok requests transcribed per wall-clock "
+            "second (the real-time factor of the whole load; each request's audio spread over its lifetime)",
+            "audio_seconds", when="audio_seconds")
+"""The run's real-time factor: a step entry's ``rtfx``, the capacity's, and the divisor of an audio hour's price."""
 
 RATES: tuple[Rate, ...] = (
     Rate("inputs_per_s", "inputs/s", "embeddings: the inputs of ok requests per second (their batches' sizes)",
          "inputs"),
     Rate("input_tps", "input tok/s", "embeddings: the input tokens of ok requests per second (usage.prompt_tokens)",
          "prompt_tokens"),
+    RTFX,
 )
-"""The whole-body endpoints' throughputs (a section whose rows carry ``inputs``: embeddings), in display order."""
+"""The whole-body and upload endpoints' throughputs (a section whose rows carry a rate's ``when`` column:
+``inputs`` for embeddings, ``audio_seconds`` for transcription), in display order."""
 RATES_WHEN = "inputs"
-"""The column whose values make a section report :data:`RATES`."""
+"""The column whose values make a section report the embeddings' :data:`RATES` (each rate's ``when``)."""
+
+REQUEST_RTFX = Rate("request_rtfx", "RTFx per request", "audio transcription: one request's audio seconds / its "
+                    "E2E seconds, over ok requests (a report.json step entry has its percentiles)", "audio_seconds",
+                    when="audio_seconds")
+"""The per-request real-time factor: audio_seconds / (e2e_ms / 1000), computed by the report, not a column."""
+AUDIO_HOUR_PRICE = "usd_per_audio_hour"
+"""The cost key of an hour of audio at capacity: the replica's $/hour / RTFx at capacity."""
 
 RENAMED: dict[str, str] = {
     "worst_stall_ms": BY_NAME["itl_max"].key("max"),  # live rows, PREFIX_llm_history.csv, live/history.json

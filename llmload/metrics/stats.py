@@ -306,6 +306,10 @@ class LLMStats:
                     t.merge(part)
         return out
 
+    def has_tasks(self) -> bool:
+        """Some scenario has finished an agent task (or a call-graph session), here or merged in."""
+        return any(s.tasks.outcomes for part in (self.scenarios, self._delta) for s in part.values())
+
     def rows(self) -> list[dict[str, Any]]:
         current = self._current()
         rows = [{"scenario": name, **s.summary()} for name, s in sorted(current.items())]

@@ -5,7 +5,9 @@ tokens), ``malformed:K`` (a broken SSE event after K tokens), ``stream_error:K``
 inside the stream after K tokens, then the stream ends), ``stall:S`` (pause S seconds after the
 first token), ``slow_first:S`` (S extra seconds before the first token), ``missing_vector``
 (/v1/embeddings: the answer leaves the last input's vector out), ``wrong_index`` (/v1/rerank,
-/v1/score: the first result's index is past the last document).
+/v1/score: the first result's index is past the last document), ``missing_text`` (/v1/audio/transcriptions:
+an answer without text) and ``no_final_chunk`` (/v1/audio/transcriptions: a stream that ends without
+its finish reason and ``[DONE]``; a whole answer cut inside its JSON).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 HTTP_FAULTS = {"429": 429, "500": 500, "503": 503}
 COUNT_FAULTS = ("disconnect", "malformed", "stream_error")
 SECONDS_FAULTS = ("stall", "slow_first")
-PLAIN_FAULTS = ("missing_vector", "wrong_index")
+PLAIN_FAULTS = ("missing_vector", "wrong_index", "missing_text", "no_final_chunk")
 
 
 @dataclass(frozen=True, slots=True)

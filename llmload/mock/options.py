@@ -47,6 +47,8 @@ class MockConfig:
     rerank_per_pair_ms: float = 0.05  # /v1/rerank, /v1/score: a step's cost per query-document pair
     admin_log_path: str | None = None  # --admin-log: the admin calls (cache resets, profiler), one JSON line each
     fail_admin: tuple[str, ...] = ()  # --fail-admin: admin paths answered 500
+    audio_rtfx: float = 100.0  # /v1/audio/transcriptions: audio seconds the encoder transcribes per second
+    audio_itl_ms: float = 2.0  # and the time between a transcript's words
 
 
 def add_mock_arguments(p: argparse.ArgumentParser) -> None:
@@ -110,6 +112,13 @@ def add_mock_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--rerank-per-pair-ms", type=NON_NEGATIVE_MS, default=0.05, metavar="MS",
                    help="/v1/rerank and /v1/score: a step's cost per query-document pair (default 0.05; the step "
                         "also costs --embed-base-ms)")
+    a = p.add_argument_group("audio transcription (/v1/audio/transcriptions: steps batched by seconds of audio)")
+    a.add_argument("--audio-rtfx", type=number(above=0, noun="audio seconds per second"), default=100.0,
+                   metavar="X", help="the encoder's real-time factor: audio seconds it transcribes per second, "
+                                     "whatever the concurrency; a clip's first words leave when its step ends "
+                                     "(default 100)")
+    a.add_argument("--audio-itl-ms", type=NON_NEGATIVE_MS, default=2.0, metavar="MS",
+                   help="the time between a transcript's words (2.5 words per audio second; default 2.0)")
     g = p.add_argument_group("engine parameters (override the profile)")
     for name, kind in ENGINE_FLAGS.items():
         flag = "--" + name.replace("_", "-")
@@ -174,4 +183,6 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
         rerank_per_pair_ms=getattr(args, "rerank_per_pair_ms", 0.05),
         admin_log_path=getattr(args, "admin_log", None),
         fail_admin=tuple(getattr(args, "fail_admin", None) or ()),
+        audio_rtfx=getattr(args, "audio_rtfx", 100.0),
+        audio_itl_ms=getattr(args, "audio_itl_ms", 2.0),
     )

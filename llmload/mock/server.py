@@ -28,6 +28,7 @@ from gevent.server import StreamServer
 
 from llmload.mock import openai_api as api
 from llmload.mock.admin_api import ADMIN_PATHS, AdminLog, serve_admin
+from llmload.mock.audio_serve import serve_transcription
 from llmload.mock.body_endpoints import BODY_PATHS, serve_whole_body
 from llmload.mock.embeddings_api import EmbeddingBatcher
 from llmload.mock.engine import BatchingEngine, EngineRequest
@@ -47,6 +48,7 @@ from llmload.mock.served_stream import ServedStream
 from llmload.mock.spec_decode import SpecDecode
 from llmload.mock.structured import plan_reply
 from llmload.net import timestamps as netstamp
+from llmload.wire.audio import TRANSCRIPTIONS_PATH
 
 log = logging.getLogger("llmload.mock")
 
@@ -96,6 +98,7 @@ class MockServer:
         self.requests_total = 0
         self.embedder: EmbeddingBatcher | None = None  # /v1/embeddings: started by the first request
         self.ranker: EmbeddingBatcher | None = None  # /v1/rerank and /v1/score: the same, by pairs
+        self.transcriber: EmbeddingBatcher | None = None  # /v1/audio/transcriptions: by seconds of audio
         self.connections = 0  # open right now
         self.requests_by_outcome: dict[str, int] = {}
         # How late each engine event was handled vs. its modelled time (benchmarks read it).
@@ -120,7 +123,7 @@ class MockServer:
         if self._driver is not None:
             self._driver.kill()
             self._driver = None
-        for batcher in (self.embedder, self.ranker):
+        for batcher in (self.embedder, self.ranker, self.transcriber):
             if batcher is not None:
                 batcher.stop()
         if self._log is not None:
@@ -227,6 +230,8 @@ class MockServer:
         if path in ADMIN_PATHS:  # the cache resets and the profiler (admin_api)
             serve_admin(self, sock, method, path, body)
             return True
+        if path == TRANSCRIPTIONS_PATH and method == "POST":
+            return serve_transcription(self, sock, headers, body, rx_mono)
         if method != "GET":
             self._send(sock, 405, api.error_body(405, f"{path} takes GET"))
         elif path == "/health":

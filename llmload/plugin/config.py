@@ -41,7 +41,7 @@ from llmload.shapes.schedules import STOP_ACTIONS, parse_rates, parse_steps
 from llmload.shapes.search import MODES
 from llmload.shapes.warmup import WarmupPlan, parse_warmup
 from llmload.transport import TRANSPORTS, ClientOptions
-from llmload.wire.protocol import BODY_ENDPOINTS, ENDPOINTS
+from llmload.wire.protocol import AUDIO_ENDPOINTS, BODY_ENDPOINTS, ENDPOINTS
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
 from llmload.workload.file.scenario import ScenarioSpec, is_scenario_file, load_scenario_cached, resolve_scenario_path
 from llmload.workload.synthetic import LengthRange
@@ -189,17 +189,23 @@ def _user_setup(environment: Any, user_class: type) -> UserSetup:
             except ValueError as e:
                 raise ConfigError(f"{cls_name}.workload: {e}") from None
     class_endpoint = getattr(user_class, "endpoint", "chat")
-    if class_endpoint not in ENDPOINTS and class_endpoint not in BODY_ENDPOINTS:
+    if class_endpoint not in {**ENDPOINTS, **BODY_ENDPOINTS, **AUDIO_ENDPOINTS}:
         raise ConfigError(f"{cls_name}.endpoint {class_endpoint!r}: expected one of {', '.join(ENDPOINTS)} (or "
-                          f"{', '.join(BODY_ENDPOINTS)} for LLMEmbeddingsUser and LLMRerankUser)")
+                          f"{', '.join(BODY_ENDPOINTS)} for LLMEmbeddingsUser and LLMRerankUser, audio for "
+                          "LLMAudioUser)")
     endpoint = option(environment, "endpoint")
+    if endpoint in AUDIO_ENDPOINTS:  # transcription is a user class of its own: --endpoint audio only names it
+        if class_endpoint not in AUDIO_ENDPOINTS:
+            raise ConfigError(f"--endpoint audio: {cls_name} sends {class_endpoint}; transcription runs in "
+                              "LLMAudioUser (locust -f locustfiles/audio.py)")
+        endpoint = None
     if endpoint is not None and endpoint not in ENDPOINTS:
         raise ConfigError(f"--endpoint {endpoint!r}: expected one of {', '.join(ENDPOINTS)}")
     transport = option(environment, "transport") or getattr(user_class, "transport_name", None) or "fast"
     if transport not in TRANSPORTS:
         where = "--transport" if option(environment, "transport") else f"{cls_name}.transport_name"
         raise ConfigError(f"{where} {transport!r}: expected one of {', '.join(TRANSPORTS)}")
-    if transport == "openai" and class_endpoint in BODY_ENDPOINTS:
+    if transport == "openai" and (class_endpoint in BODY_ENDPOINTS or class_endpoint in AUDIO_ENDPOINTS):
         raise ConfigError(f"--transport openai: {cls_name} ({class_endpoint}) runs on the fast transport only; drop "
                           "--transport openai")
     if transport == "openai":

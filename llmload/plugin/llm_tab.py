@@ -54,6 +54,10 @@ class LiveView(Protocol):
         """The server's /metrics samples, oldest first ([] when not read)."""
         ...
 
+    def has_tasks(self) -> bool:
+        """Some scenario has finished an agent task or a call-graph session (its stats_rows have tasks)."""
+        ...
+
     def server_urls(self) -> list[str]:
         ...
 
@@ -86,7 +90,8 @@ DEFAULT = [
 DETAILS = [
     ("scenario", "Scenario"),
     *(_LATENCY_COLUMNS[(m.name, st)] for m, st in _LATENCY_TAB if st not in m.tab_default),
-    ("cache_hit_ratio", "Prefix-cache hits (%)"), ("errors_text", "Errors by status"), ("client", "Client"),
+    ("cache_hit_ratio", "Prefix-cache hits (%)"), ("tasks", "Task or session p50 / p95 (s)"),
+    ("errors_text", "Errors by status"), ("client", "Client"),
     ("server_queue", "Server running / waiting"), ("server_kv", "Server KV cache (%)"),
     ("server_hit", "Server prefix-cache hits (%)"), ("server_ttft", "TTFT mean server / client (ms)"),
 ]
@@ -147,12 +152,21 @@ def _percent(ratio: Any) -> Any:
     return ratio * 100.0 if isinstance(ratio, int | float) and not isinstance(ratio, bool) else ratio
 
 
+def task_cell(stats_row: dict[str, Any] | None) -> str:
+    """An agent task's or a call-graph session's time, p50 / p95 over the run so far (whole tasks:
+    a live window would cut most of them in two); "–" for a scenario without tasks."""
+    if not stats_row or not stats_row.get("tasks"):
+        return NO_VALUE
+    return _pair(_float(stats_row.get("median_task_s")), _float(stats_row.get("p95_task_s")))
+
+
 def stopped_rows(view: LiveView) -> list[dict[str, Any]]:
     """After a test: the whole run per scenario, marked stopped (not the last live window)."""
     out = []
     for r in view.stats_rows():
         row = {k: three_digits(r.get(src)) for k, src in STOPPED.items()}
         row["cache_hit_ratio"] = three_digits(_percent(r.get(STOPPED["cache_hit_ratio"])))
+        row["tasks"] = task_cell(r)
         errors = {st: r.get(st, 0) for st in STATUSES if st not in (OK, "cancelled") and r.get(st)}
         row.update({"scenario": r["scenario"], "window": f"whole run ({r.get('duration_s') or 0:.0f} s), stopped",
                     "in_flight": "stopped", "errors_text": ", ".join(f"{k} {v}" for k, v in errors.items()) or "none",
@@ -182,6 +196,7 @@ def tab_rows(view: LiveView) -> list[dict[str, Any]]:
     samples = view.server_samples()
     sample = samples[-1] if samples else None
     out = []
+    tasks = {r["scenario"]: r for r in view.stats_rows()} if view.has_tasks() else {}
     total = latest[-1]  # Aggregated, or the only scenario
     if total.get("errors_dominate"):  # first, and the client is not blamed for it
         by_status = ", ".join(f"{k} {v}" for k, v in sorted(total.get("errors_by_status", {}).items()))
@@ -195,6 +210,7 @@ def tab_rows(view: LiveView) -> list[dict[str, Any]]:
         row = {k: three_digits(r.get(k)) for k, _ in TABLE}
         row["cache_hit_ratio"] = three_digits(_percent(r.get("cache_hit_ratio")))
         row["window"] = f"last {r.get('window_s') or 0:.0f} s"
+        row["tasks"] = task_cell(tasks.get(r["scenario"]))
         row["errors_text"] = ", ".join(f"{k} {v}" for k, v in sorted(r.get("errors_by_status", {}).items())) or "none"
         row["client"] = client
         whole = r["scenario"] == AGGREGATED or len(latest) == 1

@@ -363,7 +363,7 @@ class WorkerRole(Role):
         if not rows or not files.keeps_worker_rows:
             return
         others, col, start = self.link.others, _USERS_COL, _START_COL
-        rows = self.parts.run.stamp(rows)  # the master's run id
+        rows = self.parts.warmup_rows.stamp(self.parts.run.stamp(rows))  # the master's run id and warm-up
         files.write_worker_rows(
             [(*r[:col], others.total_at(r[start], "", r[col]), *r[col + 1:]) for r in rows], self.worker_index)
 

@@ -18,6 +18,7 @@ from typing import Any
 from llmload import files
 from llmload.metrics.slo import SLO
 from llmload.metrics.stats import ScenarioStats
+from llmload.plugin import messages
 from llmload.plugin.roles import Role
 from llmload.plugin.run_parts import RunParts
 
@@ -38,6 +39,9 @@ class RunViews:
 
     def stats_rows(self) -> list[dict[str, Any]]:
         return self._parts.stats.rows()
+
+    def has_tasks(self) -> bool:
+        return self._parts.stats.has_tasks()
 
     def latest_rows(self) -> list[dict[str, Any]]:
         return self._parts.history.latest()
@@ -89,9 +93,16 @@ class RunViews:
 
     def warmup_began(self, seconds: float) -> None:
         self._parts.warmup_rows.begin(seconds)
+        self._tell_workers(messages.WARMUP.payload(seconds=seconds, ended_at=None))
 
     def warmup_ended(self, at: float) -> None:
         self._parts.warmup_rows.end(at)
+        self._tell_workers(messages.WARMUP.payload(seconds=self._parts.warmup_rows.seconds, ended_at=at))
+
+    def _tell_workers(self, payload: dict[str, Any]) -> None:
+        """Workers mark the warm-up in their own copy of their rows (PREFIX_requests.workerN.csv) too."""
+        if self._role.leads and self._role.name == "master":
+            self._role.send(messages.WARMUP, payload)
 
     def stopped_because(self, text: str) -> None:
         self._parts.stop_reason = text

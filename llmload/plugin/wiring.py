@@ -120,6 +120,8 @@ class LLMLoadPlugin:
         self.gate = ConfigGate(environment, self.role.leads)  # the configuration, checked at init and each start
         self.role.handle(messages.RATE, lambda data, _node_id: setattr(
             self, "rate_override", None if data["rate"] is None else float(data["rate"])))
+        if not self.role.leads:  # a worker: the master's warm-up marks the worker's own copy of its rows too
+            self.role.handle(messages.WARMUP, lambda data, _node_id: self._warmup_from_master(data))
         ev = environment.events
         gcpolicy.install(ev)
         ev.test_start.add_listener(self._on_test_start)
@@ -203,6 +205,12 @@ class LLMLoadPlugin:
             if self._model is None:
                 self._model = first_model(host, client) or "default"
         return self._model
+
+    def _warmup_from_master(self, data: dict[str, Any]) -> None:
+        if data["ended_at"] is None or self.warmup_rows.until is None:  # a worker that joined late: from the end
+            self.warmup_rows.begin(float(data["seconds"]))
+        if data["ended_at"] is not None:
+            self.warmup_rows.end(float(data["ended_at"]))
 
     def set_arrival_rate(self, rate: float | None) -> None:
         """The rate ladder's (or the warm-up's) current rate, here and on every worker (None: each

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from llmload import files
+from llmload.metrics.catalog import RTFX
 from llmload.metrics.slo import ERROR_RATE, SLO, slos_for, with_error_budget
 from llmload.metrics.step_verdict import step_slos as step_slos_of
 from llmload.report.capacity import cost_at, find_capacity, plan_for
@@ -76,10 +77,13 @@ def _section(name: str, df: pd.DataFrame, slos: list[SLO], opts: ReportOptions, 
         warnings.append(f"{where}the step at {t['level']:g} {unit} had only {t['ok']} ok requests (< "
                         f"{opts.sample_floor}): no verdict, not capacity, not priced")
     cap_step = next((s.data for s in steps if s.data["start_time"] == capacity.get("start_time")), None)
+    if cap_step is not None and RTFX.name in cap_step:  # transcription: the capacity step's real-time factor
+        capacity[RTFX.name] = cap_step[RTFX.name]
     cost = None
     if opts.gpu_hourly_usd is not None and cap_step is not None:
         input_tps = cap_step["total_tps"] - cap_step["output_tps"]  # the capacity step's own numbers
-        cost = cost_at(capacity, opts.gpu_hourly_usd, opts.gpus_per_replica, input_tps, opts.output_cost_weight)
+        cost = cost_at(capacity, opts.gpu_hourly_usd, opts.gpus_per_replica, input_tps, opts.output_cost_weight,
+                       cap_step.get(RTFX.name))
     plan = None
     target = opts.plan_target_rps
     if target is not None:

@@ -16,6 +16,8 @@
   usd_per_hour / (output_tps × 3600) × 10⁶; usd_per_million_total_tokens likewise with total_tps.
   With ``output_cost_weight`` w (an output token costs w input tokens) the hour is split over
   input_tps + w × output_tps token-equivalents to price input and output tokens separately.
+  Transcription (rows with ``audio_seconds``): usd_per_audio_hour = usd_per_hour / RTFx at capacity
+  (the capacity step's audio seconds per wall-clock second).
 * plan: target_rps (or daily_requests × peak_factor / 86 400); each replica runs at most
   (1 − headroom) of its capacity: replicas = ⌈target_rps / (capacity_rps × (1 − headroom))⌉,
   gpus = replicas × gpus_per_replica, usd_per_month = gpus × gpu_hourly_usd × 730.
@@ -26,6 +28,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from llmload.metrics.catalog import AUDIO_HOUR_PRICE
 from llmload.metrics.step_verdict import monotone_capacity
 
 HOURS_PER_MONTH = 730.0
@@ -117,7 +120,8 @@ def interpolate(cap: dict[str, Any], nxt: dict[str, Any], broken: list[str]) -> 
 
 
 def cost_at(capacity: dict[str, Any], gpu_hourly_usd: float, gpus_per_replica: int,
-            input_tps: float | None = None, output_cost_weight: float | None = None) -> dict[str, Any]:
+            input_tps: float | None = None, output_cost_weight: float | None = None,
+            rtfx: float | None = None) -> dict[str, Any]:
     usd_per_hour = gpu_hourly_usd * gpus_per_replica
     out: dict[str, Any] = {"usd_per_hour": round(usd_per_hour, 6), "gpus_per_replica": gpus_per_replica}
 
@@ -136,6 +140,8 @@ def cost_at(capacity: dict[str, Any], gpu_hourly_usd: float, gpus_per_replica: i
         out["output_cost_weight"] = output_cost_weight
         out["usd_per_million_input_tokens"] = unit
         out["usd_per_million_output_tokens_weighted"] = None if unit is None else round(unit * output_cost_weight, 8)
+    if rtfx is not None:  # transcription: an hour of audio takes 1 / RTFx hours of the replica
+        out[AUDIO_HOUR_PRICE] = round(usd_per_hour / rtfx, 8) if rtfx > 0 else None
     return out
 
 

@@ -43,6 +43,8 @@ def _capacity_blocks(sec: Section, title: str) -> list[Block]:
             ["capacity (req/s, measured)", fmt(cap.get("rps"), 3)],
             ["output tok/s at capacity", fmt(cap.get("output_tps"), 1)],
             ["goodput req/s at capacity", fmt(cap.get("goodput_rps"), 3)],
+            *([[f"{catalog.RTFX.label} at capacity (audio s per s)", fmt(cap[catalog.RTFX.name], 2)]]
+              if cap.get(catalog.RTFX.name) is not None else []),
             ["limited by", str(cap.get("limited_by", "–"))]]
     if "interpolated_rps" in cap:
         rows.append(["estimate between steps (req/s, interpolated, not used for cost)",
@@ -66,6 +68,9 @@ def _capacity_blocks(sec: Section, title: str) -> list[Block]:
             crow += [[f"$ per 1M input tokens (output weighted ×{c['output_cost_weight']:g})",
                       fmt_usd(c["usd_per_million_input_tokens"])],
                      ["$ per 1M output tokens (weighted)", fmt_usd(c["usd_per_million_output_tokens_weighted"])]]
+        if catalog.AUDIO_HOUR_PRICE in c:
+            crow.append([f"$ per audio hour (the hour's price / {catalog.RTFX.label})",
+                         fmt_usd(c[catalog.AUDIO_HOUR_PRICE])])
         if c.get("energy_usd_per_hour") is not None:
             crow += [[f"GPU energy $/hour (measured power at ${c['usd_per_kwh']:g}/kWh)",
                       fmt_usd(c["energy_usd_per_hour"])],
@@ -107,12 +112,17 @@ def _steps_block(sec: Section, title: str, report: Report) -> Block:
     ended = any("ended" in s.data for s in sec.steps)
     if ended:
         header.append("step ended")
+    audio = any(catalog.RTFX.name in s.data for s in sec.steps)  # transcription: the run's and each request's RTFx
+    if audio:
+        header.insert(header.index("goodput req/s"), f"{catalog.RTFX.label} (run / request p50)")
     rows = []
     for s in sec.steps:
         d = s.data
+        rtfx = ([f"{fmt(d.get(catalog.RTFX.name), 2)} / {fmt(d[catalog.REQUEST_RTFX.name]['p50'], 2)}"]
+                if audio and catalog.REQUEST_RTFX.name in d else ["–"] if audio else [])
         rows.append([f'{d["level"]:g}', *([str(d["users"])] if open_loop else []), fmt(d["duration_s"], 1),
                      f'{d["requests"]} ({d["ok"]})', str(d["errors"]), fmt(d["rps"], 3), fmt(d["output_tps"], 1),
-                     fmt(d["total_tps"], 1), *(_pq(d[m.row_column], m.report) for m in _REPORTED),
+                     fmt(d["total_tps"], 1), *(_pq(d[m.row_column], m.report) for m in _REPORTED), *rtfx,
                      fmt(d["goodput_rps"], 3), _verdict_text(d), *([_ended_text(d)] if ended else [])])
     return Block(title, 3, header=header, rows=rows)
 

@@ -142,7 +142,8 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO], sample_flo
     cancelled = (status == "cancelled").to_numpy()
     cols = {c: (df[c].to_numpy(dtype=float) if c in df.columns else np.full(len(df), np.nan))
             for c in (*LATENCY_FIELDS, "completion_tokens", "prompt_tokens", *(r.row_column for r in catalog.RATES))}
-    rates = catalog.RATES if np.isfinite(cols[catalog.RATES_WHEN]).any() else ()  # embeddings: inputs/s, tok/s
+    rates = tuple(r for r in catalog.RATES if np.isfinite(cols[r.when]).any())  # embeddings: inputs/s; audio: RTFx
+    audio = bool(np.isfinite(cols[catalog.REQUEST_RTFX.when]).any())
     good = ok.copy()  # a failed request is never good
     for slo in slos:
         if slo.column is not None:
@@ -194,6 +195,10 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO], sample_flo
         for f in LATENCY_FIELDS:
             v = cols[f][ok_started]
             entry[f] = _pcts(v[~np.isnan(v)])
+        if audio:  # transcription: each ok request's audio seconds per second of its E2E
+            with np.errstate(divide="ignore", invalid="ignore"):
+                v = cols[catalog.REQUEST_RTFX.row_column][ok_started] / (cols["e2e_ms"][ok_started] / 1000.0)
+            entry[catalog.REQUEST_RTFX.name] = _pcts(v[np.isfinite(v)])
         entry["goodput_rps"] = round(float((share * good[near]).sum()) / dur, 4)
         window = WindowRows(status[started], scenario_col[started],
                             {c: cols[c][started] for c in {s.column for s in slos if s.column}})

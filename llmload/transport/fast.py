@@ -48,9 +48,11 @@ class FastTransport:
     """One user's keep-alive connection to the server; see the module docstring."""
 
     def __init__(self, base_url: str, path: str, options: ClientOptions | None = None,
-                 accept: str = "text/event-stream", **settings: Any) -> None:
+                 accept: str = "text/event-stream", content_type: str = "application/json",
+                 **settings: Any) -> None:
         """``settings`` override fields of ``options`` (``timeout=60``, ``api_key=...``); ``accept``: the
-        Accept header (``application/json`` for whole-body endpoints such as embeddings)."""
+        Accept header (``application/json`` for whole-body endpoints such as embeddings); ``content_type``:
+        the body's (``multipart/form-data; boundary=...`` for audio transcription)."""
         self.options = options = dataclasses.replace(options or ClientOptions(), **settings)
         self.target = Target(base_url, path, options.query)
         self.sock: socket.socket | None = None
@@ -65,7 +67,7 @@ class FastTransport:
         head = [
             f"POST {request_target} HTTP/1.1",
             f"Host: {self.target.host_header}",
-            "Content-Type: application/json",
+            f"Content-Type: {content_type}",
             f"Accept: {accept}",
             "Accept-Encoding: identity",
             "User-Agent: llmload",

@@ -21,6 +21,8 @@ ENDPOINTS = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "
              "messages": "/v1/messages"}
 # Endpoints that answer with one whole body, not a stream (LLMEmbeddingsUser, LLMRerankUser), by name.
 BODY_ENDPOINTS = {"embeddings": "/v1/embeddings", "rerank": "/v1/rerank", "score": "/v1/score"}
+# Endpoints that take a multipart upload (LLMAudioUser): streamed or whole, by name.
+AUDIO_ENDPOINTS = {"audio": "/v1/audio/transcriptions"}
 # The Anthropic Messages API: its version header, and where its key goes (not Authorization: Bearer).
 ANTHROPIC_VERSION = "2023-06-01"
 MESSAGES_KEY_HEADER = "x-api-key"

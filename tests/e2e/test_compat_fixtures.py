@@ -9,7 +9,10 @@ docs/metrics.md); TTFT, TTFT visible and E2E must be the moment the server wrote
 fast transport, 4 ms for the SDK path; a timing is re-measured at most twice because pauses of
 this process can land in one measurement); and the two transports must agree with each other (the openai SDK cannot
 see ``[DONE]``, which docs/metrics.md documents). The Anthropic Messages fixtures go through the fast transport
-only (the openai SDK has no Messages API); tests/unit/test_messages_api.py splits them at every byte offset.
+only (the openai SDK has no Messages API); tests/unit/test_messages_api.py splits them at every byte offset. So do
+the audio transcription fixtures (vLLM's ``transcription.chunk`` stream, a multipart upload): the openai SDK's
+transcription stream is OpenAI's ``transcript.text.delta`` events; tests/unit/test_audio_transcription.py
+splits them at every byte offset.
 
 Usage::
 
@@ -31,7 +34,9 @@ import pytest
 
 from llmload.metrics.record import RequestMeta, RequestRecord
 from llmload.transport import FastTransport, OpenAITransport
+from llmload.wire.audio import multipart_body, multipart_content_type, transcription_fields
 from llmload.wire.protocol import chat_body, completions_body, encode_body, messages_body
+from llmload.workload.audio import synth_wav
 from tests.support import replay_server
 
 STREAMS = Path(__file__).resolve().parent.parent / "fixtures" / "streams"
@@ -40,7 +45,8 @@ FIXTURES = sorted(EXPECTED)
 PLANS = replay_server.PLANS
 TRANSPORTS = {"fast": FastTransport, "openai": OpenAITransport}
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "responses": "/v1/responses",
-         "messages": "/v1/messages"}
+         "messages": "/v1/messages", "audio": "/v1/audio/transcriptions"}
+AUDIO_BOUNDARY = "llmload-replay"
 SDK_ENDPOINTS = ("chat", "completions", "responses")  # the openai SDK has no Messages API
 # (fixture, transport): every fixture through the fast transport, those the SDK can carry through it too
 RUNS = [(f, t) for f in FIXTURES for t in TRANSPORTS if t == "fast" or EXPECTED[f]["endpoint"] in SDK_ENDPOINTS]
@@ -92,6 +98,9 @@ def request_body(endpoint: str) -> bytes:
         return encode_body(completions_body("replay", "The three primary colors are", 20))
     if endpoint == "messages":
         return encode_body(messages_body("replay", [{"role": "user", "content": "Say something."}], 64))
+    if endpoint == "audio":
+        return multipart_body(transcription_fields("replay", "en", stream=True), "clip.wav", synth_wav(1.0, 1),
+                              "audio/wav", AUDIO_BOUNDARY)
     return encode_body(chat_body("replay", [{"role": "user", "content": "Say something."}], 64))
 
 
@@ -102,7 +111,8 @@ def streamed(replay: Replay, fixture: str, plan: str, transport: str,
     if key not in replay.records:
         exp = EXPECTED[fixture]
         rid = f"{fixture}-{plan}-{transport}-{attempt}"
-        t = TRANSPORTS[transport](replay.url, PATHS[exp["endpoint"]], timeout=10)
+        form = {"content_type": multipart_content_type(AUDIO_BOUNDARY)} if exp["endpoint"] == "audio" else {}
+        t = TRANSPORTS[transport](replay.url, PATHS[exp["endpoint"]], timeout=10, **form)
         t.connect()
         try:
             rec = t.stream(request_body(exp["endpoint"]),

@@ -8,10 +8,12 @@ import os
 import re
 import shutil
 
+import pandas as pd
+
 from llmload.files import WARMUP_PHASE
 from llmload.report import ReportOptions, build_report, parse_slo
 from tests.support.locust_runs import KNOWN_CAPACITY_MOCK, load_rows, run_locust
-from tests.support.processes import ROOT
+from tests.support.processes import ROOT, free_port
 
 WARMUP_S, STEP_S = 8, 10
 
@@ -67,3 +69,28 @@ def test_a_slow_warmup_is_marked_and_left_out_of_the_report(mock_factory, tmp_pa
     rows.assign(phase="").to_csv(unmarked, index=False)
     first = _report(unmarked, slos)[0][0]
     assert first["users"] == 48 and first["slo_met"] is False
+
+
+def test_workers_mark_the_warmup_in_their_own_copies(mock_factory, tmp_path):
+    """The master's warm-up reaches its workers: their own PREFIX_requests.workerN.csv carry the same
+    phase=warmup marks as the master's file (but for requests that started within a message's latency
+    of the warm-up's end), so a report made from the workers' copies leaves the warm-up out too."""
+    mock = mock_factory("--profile", "fixed", "--ttft-ms", "30", "--itl-ms", "8")
+    prefix, port = tmp_path / "dist", str(free_port())
+    res = run_locust(["-f", os.path.join(ROOT, "locustfiles", "chat.py"), "--host", mock.url, "--headless",
+                      "-u", "4", "-r", "4", "-t", "6s", "--csv", str(prefix), "--processes", "2",
+                      "--master-bind-port", port, "--master-port", port, "--warmup-seconds", "4",
+                      "--warmup-users", "8", "--ignore-eos", "--output-tokens", "10", "--input-tokens", "20",
+                      "--stop-timeout", "5"], tmp_path, timeout=180)
+    assert res.returncode == 0, res.stderr[-3000:]
+    master = load_rows(prefix)
+    copies = pd.concat([pd.read_csv(p) for p in sorted(tmp_path.glob("dist_requests.worker*.csv"))])
+    merged = master.merge(copies, on="request_id", suffixes=("", "_own"))
+    assert len(merged) == len(master) == len(copies)
+    warm = master["phase"] == WARMUP_PHASE
+    assert warm.sum() > 10 and (~warm).sum() > 10, master["phase"].value_counts(dropna=False)
+    end = master.loc[warm, "start_time"].max()
+    clear = (merged["start_time"] - end).abs() > 1.0  # the end reaches a worker one message later
+    assert clear.sum() > len(merged) / 2
+    mine, own = merged.loc[clear, "phase"].fillna(""), merged.loc[clear, "phase_own"].fillna("")
+    assert (mine == own).all(), merged.loc[clear][mine != own][["start_time", "phase", "phase_own"]]

@@ -15,6 +15,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+import pytest
+
 from tests.support.browser import wait_for
 from tests.support.processes import ROOT, end_process, free_port
 
@@ -85,5 +87,58 @@ def test_stop_without_csv_shows_the_run_stopped_and_serves_what_it_has(mock_fact
         hist = list(csv.DictReader(io.StringIO(body)))
         assert status == 200 and "chat" in {r["scenario"] for r in hist} and "errors_by_status" in hist[0]
         assert get(base + "/llmload/server_metrics.csv")[0] == 404
+    finally:
+        end_process(locust)
+
+
+GRAPH = """
+seed: 3
+workloads:
+  research:
+    output_tokens: 8
+    ignore_eos: true
+    session:
+      kind: graph
+      calls:
+        - {id: plan, new_tokens: 30}
+        - {id: a, after: [plan], context: fresh, new_tokens: 20}
+        - {id: b, after: [plan], context: fresh, new_tokens: 20}
+        - {id: answer, after: [plan, a, b], new_tokens: 10}
+"""
+
+
+def test_the_live_tab_shows_call_graph_session_times(mock_factory, tmp_path):
+    """Issue 23: the live view adds session p50 / p95; once stopped, the tab's cell is the stats file's."""
+    mock = mock_factory("--profile", "fixed", "--ttft-ms", "40", "--itl-ms", "5")
+    scen = tmp_path / "graph.yaml"
+    scen.write_text(GRAPH)
+    lf = tmp_path / "graph_locustfile.py"
+    lf.write_text(f"from llmload import users_from_scenario\nglobals().update(users_from_scenario({str(scen)!r}))\n")
+    port = free_port()
+    prefix = tmp_path / "ui"
+    locust = subprocess.Popen(
+        [sys.executable, "-m", "locust", "-f", str(lf), "--host", mock.url, "--web-host", "127.0.0.1",
+         "--web-port", str(port), "--csv", str(prefix), "--no-server-metrics"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": ROOT}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: get(base + "/")[0] == 200)
+        assert post(base + "/swarm", {"user_count": "2", "spawn_rate": "2", "host": mock.url}) == 200
+
+        def session_cell():
+            rows = json.loads(get(base + "/llmload/live.json")[2])["rows"]
+            return rows and rows[0]["in_flight"] != "stopped" and rows[0]["tasks"] != "–" and rows[0]["tasks"]
+
+        p50, p95 = (float(x) for x in wait_for(session_cell, timeout=40).split(" / "))
+        assert 0.1 < p50 <= p95 < 5  # three model calls in a row of ~0.08 s each, a few at once
+        assert post(base + "/stop", {}) == 200
+        stopped = wait_for(lambda: (rows := json.loads(get(base + "/llmload/live.json")[2])["rows"])
+                           and rows[0]["in_flight"] == "stopped" and rows[0])
+        status, _kind, body = get(base + "/llmload/llm_stats.csv")
+        stats = next(csv.DictReader(io.StringIO(body)))
+        assert status == 200 and int(stats["tasks"]) >= 1
+        assert [float(x) for x in stopped["tasks"].split(" / ")] == pytest.approx(  # 3 significant digits
+            [float(stats["median_task_s"]), float(stats["p95_task_s"])], rel=0.01)
     finally:
         end_process(locust)

@@ -32,6 +32,9 @@ class View:
     def server_samples(self):
         return self._samples
 
+    def has_tasks(self):
+        return any(r.get("tasks") for r in self._stats)
+
 
 @pytest.mark.parametrize(("value", "text"), [
     (0.9805, "0.981"), (0.839, "0.839"), (57.234, "57.2"), (5.0, "5.00"), (12345.6, "12300"), (999.6, "1000"),
@@ -90,3 +93,14 @@ def test_once_stopped_the_whole_run_with_3_significant_digits():
     assert row["window"] == "whole run (42 s), stopped" and row["in_flight"] == "stopped"
     assert row["rps"] == "3.14" and row["output_tps"] == "61.0" and row[ttft.key("p99")] == "61.2"
     assert row["errors"] == 2 and row["errors_text"] == "http_5xx 2" and row["server_queue"] == "–"
+
+
+def test_task_and_session_times_come_from_the_whole_run_so_far():
+    """A live window would cut most sessions in two: the cell is the run's p50 / p95 so far, per scenario."""
+    stats = [{"scenario": "agent", "tasks": 12, "median_task_s": 4.25, "p95_task_s": 9.871},
+             {"scenario": "chat", "tasks": 0, "median_task_s": None, "p95_task_s": None}]
+    rows = tab_rows(View(latest=[_live_row("agent"), _live_row("chat")], stats=stats))
+    assert [r["tasks"] for r in rows] == ["4.25 / 9.87", "–"]
+    assert [r["tasks"] for r in tab_rows(View(latest=[_live_row("chat")]))] == ["–"]
+    stopped = tab_rows(View(stats=stats, finished=True, state="stopped"))
+    assert [r["tasks"] for r in stopped] == ["4.25 / 9.87", "–"]
