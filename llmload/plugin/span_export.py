@@ -24,6 +24,7 @@ Usage::
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -36,6 +37,8 @@ from llmload.plugin.options import option
 from llmload.wire.protocol import ENV_PREFIX
 from llmload.wire.redact import is_secret_name
 
+log = logging.getLogger("llmload")
+
 EXTRA_HINT = "pip install 'llmload[otel]'"
 TRACES_PATH = "/v1/traces"  # OTLP/HTTP's path, added to an endpoint given without one
 # Spans per export. The SDK encodes a whole batch in one go, holding the event loop meanwhile (~0.1 ms
@@ -44,6 +47,7 @@ BATCH_SPANS = 16
 QUEUE_SPANS = 16384  # spans waiting for export before the SDK drops one (a burst of ends at a step's change)
 SCHEDULE_S = 1.0
 FLUSH_S = 10.0
+EXPORT_TIMEOUT_S = 5.0  # one export, its retries included; a collector that fails is then left alone (span_sdk)
 # gen_ai.operation.name per endpoint (the convention's values; rerank and score have none: their own name)
 OPERATIONS = {"chat": "chat", "responses": "chat", "messages": "chat", "completions": "text_completion",
               "embeddings": "embeddings"}
@@ -141,16 +145,20 @@ class SpanExport:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
         from llmload import __version__
-        from llmload.plugin.span_ids import PresetIds
+        from llmload.plugin.span_sdk import GuardedExporter, PresetIds
 
         self._ids = PresetIds()
+        self.guard: Any = None  # the OTLP exporter's guard: spans sent and dropped
         self.provider = TracerProvider(resource=Resource.create({"service.name": "llmload",
                                                                  "service.version": __version__}),
                                        id_generator=self._ids)
         if span_exporter is not None:
             self.provider.add_span_processor(SimpleSpanProcessor(span_exporter))
         else:
-            exporter = OTLPSpanExporter(endpoint=traces_url(endpoint), headers=otlp_headers(header_texts))
+            url = traces_url(endpoint)
+            self.guard = GuardedExporter(OTLPSpanExporter(endpoint=url, headers=otlp_headers(header_texts),
+                                                          timeout=EXPORT_TIMEOUT_S), url)
+            exporter = self.guard
             self.provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=QUEUE_SPANS,
                                                                 max_export_batch_size=BATCH_SPANS,
                                                                 schedule_delay_millis=int(SCHEDULE_S * 1000)))
@@ -187,5 +195,9 @@ class SpanExport:
         self.exported += 1
 
     def flush(self) -> None:
-        """Send what is queued (at the end of a test), waiting at most FLUSH_S."""
+        """Send what is queued (at the end of a test), waiting at most FLUSH_S; say what was dropped."""
         self.provider.force_flush(timeout_millis=int(FLUSH_S * 1000))
+        guard = self.guard
+        if guard is not None and guard.dropped:
+            log.warning("llmload: --otlp-endpoint %s: %d span(s) sent, %d dropped (the collector did not take "
+                        "them)", guard.where, guard.sent, guard.dropped)

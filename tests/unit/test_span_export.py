@@ -93,3 +93,27 @@ def test_a_span_carries_the_traceparents_ids_or_fresh_ones():
     assert first.start_time == int(1700000000.5 * 1e9) and first.end_time - first.start_time == int(655.5 * 1e6)
     assert second.context.trace_id not in (0, first.context.trace_id) and second.status.status_code.name == "ERROR"
     assert second.attributes["error.type"] == "timeout" and second.attributes["llmload.run_id"] == "r1"
+
+
+def test_a_collector_that_fails_is_left_alone_for_a_while_and_its_drops_are_counted(monkeypatch):
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from llmload.plugin import span_sdk
+    from llmload.plugin.span_sdk import GuardedExporter
+
+    answers, calls = [SpanExportResult.FAILURE, SpanExportResult.SUCCESS], []
+
+    class Inner:
+        def export(self, spans):
+            calls.append(len(spans))
+            return answers.pop(0)
+
+    clock = [100.0]
+    monkeypatch.setattr(span_sdk.time, "monotonic", lambda: clock[0])
+    guard = GuardedExporter(Inner(), "http://c:4318/v1/traces", quiet_s=30.0)
+    assert guard.export([1, 2]) == SpanExportResult.FAILURE  # the collector failed: one try ...
+    clock[0] = 120.0
+    assert guard.export([3, 4, 5]) == SpanExportResult.FAILURE and calls == [2]  # ... then left alone for 30 s
+    clock[0] = 131.0
+    assert guard.export([6]) == SpanExportResult.SUCCESS and calls == [2, 1]  # tried again: it answers
+    assert (guard.sent, guard.dropped) == (1, 5)
