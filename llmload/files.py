@@ -42,6 +42,8 @@ REQUESTS_COLUMNS = (
     "model", "priority", "audio_seconds",
 )
 WARMUP_PHASE = "warmup"  # the phase cell of a request that started in the --warmup-seconds warm-up (else empty)
+ALONE_PHASE_PREFIX = "alone:"  # --isolation: the phase cell of a request of class C while C ran alone (alone:C)
+TOGETHER_PHASE = "together"  # --isolation: ... while every class ran together
 
 # PREFIX_server_metrics.csv and PREFIX_gpu_metrics.csv, long format: one row per sample per scrape
 SERVER_METRICS_COLUMNS = ("time", "endpoint", "metric", "labels", "value")

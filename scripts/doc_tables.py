@@ -66,7 +66,8 @@ COLUMN_MEANINGS = {
     "call_after": "call-graph sessions: the ids of the calls this one waited for, joined by `+` (empty: the first)",
     "trace_id": "`--trace-context`: the W3C trace id (32 hex digits) of the `traceparent` header the request carried",
     "phase": "`warmup`: the request started in the run's `--warmup-seconds` warm-up, which the report, the SLO "
-             "stop and the search leave out (empty otherwise)",
+             "stop and the search leave out; `alone:CLASS` or `together`: the `--isolation` phase it started in "
+             "([Priority classes](priority.md#-isolation)); empty otherwise",
     "inputs": "embeddings: how many inputs the request's batch had (empty for the streaming endpoints)",
     "model": "the model the request named, when its scenario mixes models (`models:`); empty: the run's "
              "`--model`",

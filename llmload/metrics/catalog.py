@@ -188,6 +188,34 @@ REQUEST_RTFX = Rate("request_rtfx", "RTFx per request", "audio transcription: on
 AUDIO_HOUR_PRICE = "usd_per_audio_hour"
 """The cost key of an hour of audio at capacity: the replica's $/hour / RTFx at capacity."""
 
+
+@dataclass(frozen=True)
+class ClassMeasure:
+    """A number the report gives each priority class (``priority:``), declared once: its report.json key."""
+
+    name: str
+    """Its key in report.json's ``priority_classes`` / ``isolation`` entries (``shed_rate``)."""
+    label: str
+    """What a reader sees (``shed rate``)."""
+    description: str
+
+
+SLO_ATTAINMENT = ClassMeasure(
+    "attainment", "SLO attainment", "the share of the class's requests (cancelled left out) that were ok and within "
+    "the SLO's limit; a failed or shed request never attains")
+SHED_RATE = ClassMeasure(
+    "shed_rate", "shed rate", "the share of the class's requests (cancelled left out) the server turned away with "
+    "HTTP 429 or 503")
+LEAKAGE = ClassMeasure(
+    "leakage", "leakage", "how far a class's p95 moved when every class ran together, against the class alone: "
+    "together - alone in ms, and that as % of alone")
+CLASS_MEASURES: tuple[ClassMeasure, ...] = (SLO_ATTAINMENT, SHED_RATE, LEAKAGE)
+SHED_HTTP_STATUSES: tuple[int, ...] = (429, 503)
+"""The answers that count as shed (turned away) in a class's shed rate."""
+ISOLATION_METRICS: tuple[Metric, ...] = (BY_NAME["ttft"], BY_NAME["tpot"])
+"""The metrics an --isolation run compares alone vs together (the leakage), at :data:`ISOLATION_STAT`."""
+ISOLATION_STAT = "p95"
+
 RENAMED: dict[str, str] = {
     "worst_stall_ms": BY_NAME["itl_max"].key("max"),  # live rows, PREFIX_llm_history.csv, live/history.json
 }

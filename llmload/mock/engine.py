@@ -74,6 +74,7 @@ class EngineRequest:
     slow_first_s: float = 0.0  # extra delay before the request is admitted
     stall_after: int = 0  # after this many tokens, hold the sequence for stall_s
     stall_s: float = 0.0
+    priority: int = 0  # the body's priority (vLLM: lower first); only --scheduling priority reads it
 
 
 @dataclass(eq=False)

@@ -71,9 +71,10 @@ class EngineStats:
 
     Token counters come in two clocks, as engines differ: ``prompt_tokens`` (at admission) and
     ``generation_tokens`` (every token) grow as vLLM's do; ``finished_*`` grow when a request
-    ends, as SGLang's, TGI's and llama.cpp's do. The mock never preempts (a request is admitted
-    only when its whole KV footprint fits), so ``preemptions`` stays 0; a KV-limited engine shows
-    instead as a full cache with requests waiting.
+    ends, as SGLang's, TGI's and llama.cpp's do. Under ``--scheduling fcfs`` the mock never preempts
+    (a request is admitted only when its whole KV footprint fits), so ``preemptions`` stays 0 and a
+    KV-limited engine shows as a full cache with requests waiting; under ``--scheduling priority``
+    it counts every request preempted for a more urgent one (:mod:`llmload.mock.priority_engine`).
     """
 
     def __init__(self, metrics_format: str = "vllm", max_model_len: int = 32768) -> None:

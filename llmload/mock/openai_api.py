@@ -51,6 +51,7 @@ class ParsedRequest:
     image_tokens: int = 0
     messages_api: bool = False  # the Anthropic Messages API (its own stream shape)
     thinking_budget: int = 0  # Messages: thinking.budget_tokens when extended thinking is on
+    priority: int = 0  # vLLM's body priority (lower first); read by --scheduling priority, else ignored
 
 
 def _words_of(content: object, where: str, images: list[int]) -> list[str]:
@@ -153,7 +154,19 @@ def parse_body(body_bytes: bytes, chat: bool, default_model: str) -> ParsedReque
         tool_choice=body.get("tool_choice"),
         response_format=body.get("response_format"),
         image_tokens=sum(images),
+        priority=_priority_field(body),
     )
+
+
+def _priority_field(body: dict) -> int:
+    """vLLM's ``priority``: any whole number, 0 when absent. (vLLM answers 400 to a non-zero one unless it
+    runs --scheduling-policy priority; the mock takes it under either policy, so one scenario runs against both.)"""
+    value = body.get("priority", 0)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadRequest(f"priority: expected an integer, got {value!r}")
+    return value
 
 
 def choose_output_tokens(req: ParsedRequest, max_model_len: int, median_tokens: int, rng: random.Random) -> int:

@@ -12,6 +12,7 @@ from llmload.mock.engine import EngineParams
 from llmload.mock.faults import Fault, parse_fault_rate
 from llmload.mock.gpu_telemetry import GpuModel, parse_throttle
 from llmload.mock.metrics_state import METRIC_FORMATS
+from llmload.mock.priority_engine import POLICIES
 from llmload.mock.profiles import DEFAULT_PROFILE, PROFILES, Profile, get_profile
 
 NON_NEGATIVE_MS = number(at_least=0, noun="milliseconds")
@@ -49,6 +50,8 @@ class MockConfig:
     fail_admin: tuple[str, ...] = ()  # --fail-admin: admin paths answered 500
     audio_rtfx: float = 100.0  # /v1/audio/transcriptions: audio seconds the encoder transcribes per second
     audio_itl_ms: float = 2.0  # and the time between a transcript's words
+    scheduling: str = "fcfs"  # --scheduling: fcfs, or priority (vLLM's policy, with preemption)
+    max_queue: int | None = None  # --max-queue: an arrival with this many waiting ahead of it gets 429
 
 
 def add_mock_arguments(p: argparse.ArgumentParser) -> None:
@@ -119,6 +122,14 @@ def add_mock_arguments(p: argparse.ArgumentParser) -> None:
                                      "(default 100)")
     a.add_argument("--audio-itl-ms", type=NON_NEGATIVE_MS, default=2.0, metavar="MS",
                    help="the time between a transcript's words (2.5 words per audio second; default 2.0)")
+    q = p.add_argument_group("scheduling (the batching engine's waiting queue)")
+    q.add_argument("--scheduling", choices=POLICIES, default="fcfs",
+                   help="fcfs: arrival order (default); priority: vLLM's --scheduling-policy priority, the body's "
+                        "priority (lower first) orders the queue and a more urgent arrival preempts the least urgent "
+                        "running request when the batch is full (vllm:num_preemptions)")
+    q.add_argument("--max-queue", type=number(at_least=1, integer=True), default=None, metavar="N",
+                   help="answer 429 to an arrival with N or more requests waiting ahead of it (priority: those of "
+                        "its own or a more urgent class, so the least urgent class is shed first; default: unbounded)")
     g = p.add_argument_group("engine parameters (override the profile)")
     for name, kind in ENGINE_FLAGS.items():
         flag = "--" + name.replace("_", "-")
@@ -156,6 +167,10 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
                    j_per_decode_token=getattr(args, "gpu_j_per_decode_token", 0.1),
                    throttle=parse_throttle(throttle_text) if throttle_text else None)
     max_connections = getattr(args, "max_connections", 20_000)  # bounded by the parser (argtypes)
+    scheduling = getattr(args, "scheduling", None) or "fcfs"
+    if scheduling != "fcfs" and params is None:
+        raise ValueError(f"--scheduling {scheduling}: profile {profile.name!r} has no batching engine to schedule; "
+                         "pick a batching profile (llmload mock --list-profiles)")
     idle_timeout = getattr(args, "idle_timeout", 300.0)
     return MockConfig(
         profile=profile,
@@ -185,4 +200,6 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
         fail_admin=tuple(getattr(args, "fail_admin", None) or ()),
         audio_rtfx=getattr(args, "audio_rtfx", 100.0),
         audio_itl_ms=getattr(args, "audio_itl_ms", 2.0),
+        scheduling=scheduling,
+        max_queue=getattr(args, "max_queue", None),
     )

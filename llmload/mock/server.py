@@ -28,6 +28,7 @@ from gevent.server import StreamServer
 
 from llmload.mock import openai_api as api
 from llmload.mock.admin_api import ADMIN_PATHS, AdminLog, serve_admin
+from llmload.mock.admission import turn_away
 from llmload.mock.audio_serve import serve_transcription
 from llmload.mock.body_endpoints import BODY_PATHS, serve_whole_body
 from llmload.mock.embeddings_api import EmbeddingBatcher
@@ -40,6 +41,7 @@ from llmload.mock.messages_api import full_response as full_messages_response
 from llmload.mock.messages_api import parse_messages_body
 from llmload.mock.metrics_state import EngineStats, LatencyHistogram
 from llmload.mock.options import MockConfig
+from llmload.mock.priority_engine import make_engine
 from llmload.mock.prometheus import render_metrics
 from llmload.mock.request_log import RequestLog
 from llmload.mock.responses_api import full_response as full_responses_response
@@ -79,7 +81,7 @@ class MockServer:
         if config.engine_params is None:
             self.engine: BatchingEngine | FixedEngine = FixedEngine(config.fixed_ttft_ms, config.fixed_itl_ms)
         else:
-            self.engine = BatchingEngine(config.engine_params)
+            self.engine = make_engine(config.engine_params, config.scheduling)
         self.max_model_len = config.engine_params.max_model_len if config.engine_params else 1_000_000
         self.engine.stats = EngineStats(config.metrics_format, self.max_model_len)
         if config.spec_acceptance is not None:
@@ -286,6 +288,8 @@ class MockServer:
             self._send(sock, 400, api.error_body(400, str(e)))
             self._log_request(rid, arrival_mono, arrival_unix, None, "error:400", 0, 0)
             return True
+        if turn_away(self, sock, req, rid, arrival_mono, arrival_unix):  # --max-queue: the queue ahead is full
+            return True
         stream = ServedStream(self.engine, sock, req, rid, fault, arrival_mono, arrival_unix)
         stream.max_tokens_cap = cap
         if self.config.log_tokens:
@@ -299,7 +303,7 @@ class MockServer:
         if req.stream:
             sock.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
                          b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
-        engine_req = EngineRequest(prompt_words=req.prompt_words, output_tokens=output)
+        engine_req = EngineRequest(prompt_words=req.prompt_words, output_tokens=output, priority=req.priority)
         if fault is not None and fault.kind == "slow_first":
             engine_req.slow_first_s = fault.seconds
         if fault is not None and fault.kind == "stall":

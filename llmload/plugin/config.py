@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from llmload.metrics.slo import SLO, parse_slo
+from llmload.plugin.isolation_setup import IsolationSetup, check_isolation
 from llmload.plugin.option_checks import (
     ConfigError,
     FaultSettings,
@@ -89,6 +90,7 @@ class RunConfig:
     server_metrics: ServerMetricsSetup = field(default_factory=ServerMetricsSetup)
     faults: FaultSettings = FaultSettings()
     warmup: WarmupPlan | None = None  # --warmup-seconds with --warmup-users or --warmup-rate
+    isolation: IsolationSetup | None = None  # --isolation: the plan and the user classes of each priority class
 
     @property
     def shape(self) -> dict[str, Any]:
@@ -281,6 +283,7 @@ def build_config(environment: Any, require_host: bool = False) -> RunConfig:
     config.warmup = _warmup(environment, config)
     hook_settings(environment)  # --reset-cache, --profile-step, --profile-options
     check_span_options(environment)  # --otlp-endpoint, --otlp-header
+    config.isolation = check_isolation(environment, config)
     return config
 
 

@@ -101,6 +101,15 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--warmup-users", dict(default="", help="warm-up: users (closed loop) during --warmup-seconds")),
     ("--warmup-rate", dict(default="", help="warm-up: arrivals per second of open-loop workloads during "
                                             "--warmup-seconds (senders: --warmup-users, else the shape's or -u)")),
+    ("--isolation", dict(action="store_true", default=False,
+                         help="isolation run: each priority class (priority: in the scenario) alone for a phase, "
+                              "then every class together; rows get phase=alone:CLASS or together, and the report "
+                              "gives each class's p95s alone vs together (the leakage)")),
+    ("--isolation-seconds", dict(default="", help="isolation run: seconds each phase lasts (default 30)")),
+    ("--isolation-users", dict(default="", help="isolation run: users of the together phase, split over the user "
+                                                "classes by weight; a class alone runs its share (default: -u)")),
+    ("--isolation-spawn-rate", dict(default="", help="isolation run: users started per second when a phase begins "
+                                                     "(default 100)")),
     ("--seed", dict(default="", help="workload seed (default: a fresh one per run, printed in the summary and "
                                      "PREFIX_run.json); the same seed sends the same prompts again")),
     ("--server-metrics", dict(action="append", default=[], metavar="URL",

@@ -18,6 +18,7 @@ from llmload.plugin.live import LiveHistory, LiveWindow
 from llmload.plugin.run_files import RunFiles
 from llmload.plugin.run_manifest import RunIdentity
 from llmload.server_metrics.scrape import ServerMetricsScraper
+from llmload.shapes.isolation import PhaseMarks
 from llmload.shapes.warmup import WarmupRows
 
 
@@ -40,6 +41,8 @@ class RunParts(Protocol):
     stop_reason: str
     warmup_rows: WarmupRows
     """Marks the warm-up's rows (``phase=warmup``) and counts them."""
+    phase_marks: PhaseMarks
+    """Marks the other phases' rows (``--isolation``: ``alone:CLASS``, ``together``)."""
 
     @property
     def config(self) -> Any: ...

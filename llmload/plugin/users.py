@@ -108,6 +108,7 @@ class LLMUser(User):
         self.connections: ConnectionPool | None = None  # call graphs: more connections for calls that overlap
         self._backoff: Backoff | None = None
         self._trace_context = False
+        self.priority_class = ""  # the workload's priority: class, written into every row (its value is in the body)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def on_start(self) -> None:
@@ -134,6 +135,7 @@ class LLMUser(User):
             self.source = self.make_workload(model=model, chat=endpoint != "completions")
         else:
             self.scenario_name = spec.name
+            self.priority_class = spec.priority.name if spec.priority is not None else ""
             self.source = self._scenario_workload(scenario_spec, spec, model, endpoint, setup)
             if spec.trace is not None:
                 trace = selected_trace(spec.trace)
@@ -280,6 +282,7 @@ class LLMUser(User):
             requested_image_tokens=request.image_tokens,
             call_id=request.call_id,
             call_after=request.call_after,
+            priority=self.priority_class,
         )
         headers = request.headers
         if self._trace_context:  # a new trace per request: 16 + 8 random bytes, far below a token's cost

@@ -104,6 +104,9 @@ class RunViews:
         if self._role.leads and self._role.name == "master":
             self._role.send(messages.WARMUP, payload)
 
+    def phase_began(self, label: str, at: float) -> None:
+        self._parts.phase_marks.begin(label, at)
+
     def stopped_because(self, text: str) -> None:
         self._parts.stop_reason = text
 

@@ -46,6 +46,7 @@ from llmload.metrics.stats import LLMStats
 from llmload.plugin import messages
 from llmload.plugin.config import ConfigError, RunConfig, UserSetup
 from llmload.plugin.isolated import run_each
+from llmload.plugin.isolation_setup import install_isolation
 from llmload.plugin.live import LiveHistory, LiveWindow
 from llmload.plugin.options import add_arguments, option
 from llmload.plugin.roles import make_role
@@ -58,6 +59,7 @@ from llmload.plugin.trace_replay import ReplayLink
 from llmload.plugin.views import RunViews
 from llmload.server_metrics.scrape import ServerMetricsScraper, start_gpu_scraper, start_scraper
 from llmload.shapes.control import CONTROL_ATTR
+from llmload.shapes.isolation import PhaseMarks
 from llmload.shapes.warmup import WarmupRows
 from llmload.shapes.warmup_shape import WarmupShape
 from llmload.transport import ClientOptions, first_model
@@ -110,6 +112,7 @@ class LLMLoadPlugin:
         self.history = LiveHistory()
         self.stop_reason = ""  # set by a shape that stopped (or held) on an SLO
         self.warmup_rows = WarmupRows()  # --warmup-seconds: marks the warm-up's rows (the process that writes them)
+        self.phase_marks = PhaseMarks()  # --isolation: marks each row with its phase, likewise
         self.clients = ClientView()  # every load-generating process's health, the run's stalls
         self.scraper: ServerMetricsScraper | None = None  # the server's /metrics, read by the master or local process
         self.gpu_scraper: ServerMetricsScraper | None = None  # the DCGM exporters (--gpu-metrics), likewise
@@ -158,10 +161,11 @@ class LLMLoadPlugin:
 
     def install_warmup(self) -> None:
         """``--warmup-seconds``: the warm-up in front of the run's shape (or of the plain run), where
-        shapes run (the master or the only process)."""
+        shapes run (the master or the only process); ``--isolation``'s shape first."""
         env = self.env
         if not self.role.leads or self.gate.error or isinstance(env.shape_class, WarmupShape):
             return
+        install_isolation(env, self.config.isolation)  # --isolation: its phases are the run's shape
         plan = self.config.warmup
         if plan is not None:
             env.shape_class = WarmupShape(env.shape_class, plan)
@@ -254,7 +258,7 @@ class LLMLoadPlugin:
         """Rows that are final (the master's or a local process's): the live view and the requests CSV."""
         if not rows:
             return
-        rows = self.run.pass_on(self.warmup_rows.stamp(rows))  # the listeners (the search) see the phase
+        rows = self.run.pass_on(self.phase_marks.stamp(self.warmup_rows.stamp(rows)))  # listeners see the phase
         self.rows_total += len(rows)
         for row in rows:
             self.live.add_row(row)

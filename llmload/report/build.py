@@ -162,6 +162,9 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
     if not overall.steps:
         warnings.append(f"no step lasted longer than the {warmup:g} s warm-up: nothing was measured "
                         "(try --warmup-s 0)")
+    if "phase" in df.columns and (df["phase"] == files.TOGETHER_PHASE).any():
+        notes.append("an --isolation run: each phase (each priority class alone, then together) is a step of its "
+                     "own, so the capacity over them compares unlike loads: read the isolation section instead")
     if loaded.level == "arrival_rate":
         notes.append("an open-loop run: steps follow the arrival rate (arrival_rate column), not the user count")
     report = Report(source=loaded.path, options=opts, overall=overall, scenarios=scenarios, warnings=warnings,

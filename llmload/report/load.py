@@ -35,7 +35,7 @@ TEXT = ("request_id", "scenario", "status", "token_source", "finish_reason", "se
 # counts (exact below 2**24); categories for the repeated strings.
 KEEP_FLOAT64 = ("start_time", *(m.row_column for m in catalog.ROW_METRICS), "arrival_rate", "scheduled_time")
 KEEP_FLOAT32 = ("users", "prompt_tokens", "cached_tokens", "completion_tokens", "turn", "requested_image_tokens",
-                "inputs", "audio_seconds")
+                "inputs", "audio_seconds", "http_status")
 KEEP_CATEGORY = ("scenario", "status", "run_id", "session_id", "step_kind", "finish_reason", "phase", "model",
                  "priority")
 KEEP_TEXT = ("call_id", "call_after")  # a call graph's ids: kept as text (nearly every value differs)

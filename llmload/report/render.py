@@ -18,6 +18,7 @@ from llmload import files
 from llmload.metrics import catalog
 from llmload.metrics.confidence import settle_text
 from llmload.report import charts as ch
+from llmload.report.classes import classes_json, classes_summary, classes_tables
 from llmload.report.document import Block, clean, render_html, render_markdown, write_files
 from llmload.report.format import fmt, fmt_usd
 from llmload.report.gpu import gpu_table
@@ -200,6 +201,7 @@ def blocks(report: Report) -> list[Block]:
                          rows=rows))
     # production-shaped workloads: agent tasks, text vs image input, schedule lag (llmload.report.traffic)
     out += [Block(h, 2, header=hd, rows=r) for h, hd, r in traffic_tables(traffic_json(report))]
+    out += [Block(h, 2, header=hd, rows=r) for h, hd, r in classes_tables(classes_json(report))]  # priority:
     out.append(Block("Notes", 2, text=[f"- {n}" for n in report.notes] + [
         "- Latency percentiles are over ok requests that started in a step's measured window, each with its "
         "sample count and a 95 % order-statistic interval; a verdict whose limit lies inside the interval is "
@@ -277,7 +279,8 @@ def write_all(report: Report, out_dir: str, name_prefix: str = "") -> list[str]:
     }
     bl = blocks(report)
     return write_files(out_dir, {
-        names["report.json"]: json.dumps(clean({**report.to_json(), **traffic_json(report)}), indent=2),
+        names["report.json"]: json.dumps(clean({**report.to_json(), **traffic_json(report),
+                                                      **classes_json(report)}), indent=2),
         names["report.md"]: render_markdown(bl, charts, names["report.html"]),
         names["report.html"]: render_html(bl, charts),
         names["vllm_bench_serve.json"]: json.dumps(clean(vllm_export(report)), indent=2),
@@ -313,5 +316,6 @@ def summary_text(report: Report) -> str:
     if ended:
         lines.append("steps: " + ", ".join(f"{fmt(d['level'])} users " + ("ended early" if d["ended"] == "precise"
                                                                          else "ran to the cap") for d in ended))
+    lines += classes_summary(classes_json(report))  # priority classes, when the rows carry them
     lines += [f"warning: {w}" for w in report.warnings]
     return "\n".join(lines)

@@ -66,6 +66,10 @@ def search_windows(manifest: dict[str, Any] | None) -> list[tuple[float, float, 
 
 
 def _shape_text(shape: dict[str, Any]) -> str:
+    iso = shape.get("isolation")
+    if isinstance(iso, dict) and isinstance(iso.get("phases"), list):  # --isolation: its phases, not its plan's dict
+        phases = ", ".join(f"{p.get('phase')} ({p.get('users')} users)" for p in iso["phases"] if isinstance(p, dict))
+        return f"{shape.get('class', '?')}: {iso.get('seconds')} s per phase: {phases}"
     keep = {k: v for k, v in shape.items() if k not in ("class", "steps") or (k == "steps" and "search" not in shape)}
     text = f"{shape.get('class', '?')} " + ", ".join(f"{k}={v}" for k, v in keep.items() if k != "class")
     if "search" in shape and shape.get("steps"):

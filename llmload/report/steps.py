@@ -1,7 +1,8 @@
 """Load steps from the ``level`` column, and what each step measured. Pure (DataFrame in, dicts out).
 
 A *stretch* is a run of consecutive requests (by start time) that started at one level (the
-user count, or the arrival rate of open-loop runs). Short stretches (under ``MIN_STEP_S`` and
+user count, or the arrival rate of open-loop runs) and in one phase (``--isolation``'s
+``alone:CLASS`` and ``together``). Short stretches (under ``MIN_STEP_S`` and
 ``MIN_STEP_ROWS``) are the ramp between steps and are not steps; every other stretch is a step,
 at the level it ran at. A step ends at the first request of the next stretch, whatever that
 stretch's level (ramp included), or, for the last one, at its last request's start. Each step
@@ -67,7 +68,10 @@ def find_steps(df: pd.DataFrame) -> tuple[list[tuple[float, float, float]], list
     notes: list[str] = []
     if not len(levels):
         return [], notes
-    change = np.flatnonzero(np.diff(levels) != 0) + 1
+    moved = np.diff(levels) != 0
+    if "phase" in df.columns:  # an --isolation run: a phase is a step of its own, even at the same level
+        moved |= np.diff(df["phase"].astype("category").cat.codes.to_numpy()) != 0
+    change = np.flatnonzero(moved) + 1
     firsts = np.concatenate([[0], change])
     lasts = np.concatenate([change, [len(levels)]]) - 1
     out = []

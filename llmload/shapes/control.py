@@ -53,6 +53,11 @@ class ShapeControl(Protocol):
         """... until the warm-up's end (epoch s): rows of requests started later are not."""
         ...
 
+    def phase_began(self, label: str, at: float) -> None:
+        """A phase of the run began at ``at`` (epoch s): rows of requests started from then on carry
+        ``label`` in their phase column (``--isolation``: ``alone:CLASS``, ``together``)."""
+        ...
+
     def stopped_because(self, text: str) -> None:
         """Why the shape stopped or held (the run's summary says it)."""
         ...

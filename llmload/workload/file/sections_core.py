@@ -20,6 +20,7 @@ from llmload.wire.redact import is_secret_name
 from llmload.workload.call_graph import GraphSpec
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
 from llmload.workload.file.graph_section import parse_graph
+from llmload.workload.file.priority_section import parse_priority, with_priority
 from llmload.workload.file.sections_production import (
     parse_agent,
     parse_images,
@@ -32,7 +33,7 @@ from llmload.workload.file.yaml_lines import MAX_PREFIXES, MAX_TOKENS, Ctx, choi
 BLOCK = 16  # tokens per KV-cache block (vLLM's default): a prefix is cached in whole blocks
 WORKLOAD_KEYS = {"weight", "endpoint", "model", "system_prompt", "sampling", "extra", "ignore_eos", "input_tokens",
                  "output_tokens", "prefix", "max_concurrent", "session", "dataset", "arrival", "slo", "headers",
-                 "trace", "images", "response_format", "prefix_hit_rate"}
+                 "trace", "images", "response_format", "prefix_hit_rate", "priority"}
 PREFIX_KEYS = {"groups", "tokens", "count", "popularity", "zipf_s", "prime"}
 GROUP_KEYS = {"name", "tokens", "count", "popularity", "zipf_s", "weight"}
 DATASET_KEYS = {"path", "format", "min_input_tokens", "max_input_tokens", "turns", "limit"}
@@ -219,7 +220,7 @@ def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str)
     if not isinstance(prime, bool):
         raise ctx.error(f"{path}.prefix.prime", f"expected true or false, got {prime!r}")
     given_lengths = dataset is not None or trace is not None
-    return WorkloadSpec(
+    spec = WorkloadSpec(
         name=name,
         weight=number(ctx, d, "weight", path, default=1.0, strict=True),
         endpoint=endpoint,
@@ -247,6 +248,8 @@ def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str)
         response_format=parse_response_format(ctx, d["response_format"], f"{path}.response_format")
         if "response_format" in d else None,
     )
+    priority = parse_priority(ctx, d["priority"], f"{path}.priority") if "priority" in d else None
+    return with_priority(ctx, path, priority, spec)
 
 
 def _check_combinations(ctx: Ctx, d: dict, path: str, endpoint: str, trace: bool, agent: bool) -> None:

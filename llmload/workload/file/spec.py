@@ -88,6 +88,27 @@ class AgentSpec:
     think_time_s: Distribution  # pause between tasks
 
 
+BODY_PRIORITY_FIELD = "priority"  # vLLM's ChatCompletionRequest/CompletionRequest field
+
+
+@dataclass(frozen=True)
+class PrioritySpec:
+    """A workload's priority class: its name, the value sent, and where (None header: the body)."""
+
+    name: str
+    value: int | str | None = None
+    header: str | None = None
+    rank: float = 0.0
+
+    def body_fields(self) -> dict[str, Any]:
+        """What goes into the request body (``{"priority": 0}``), {} when it is sent as a header."""
+        return {BODY_PRIORITY_FIELD: self.value} if self.header is None and self.value is not None else {}
+
+    def header_pairs(self) -> tuple[tuple[str, str], ...]:
+        """The request header that carries the class, () when it goes in the body."""
+        return ((self.header, str(self.value)),) if self.header is not None and self.value is not None else ()
+
+
 @dataclass(frozen=True)
 class WorkloadSpec:
     name: str
@@ -115,6 +136,7 @@ class WorkloadSpec:
     agent: AgentSpec | None = None
     graph: GraphSpec | None = None  # session: {kind: graph}: call-graph sessions
     response_format: dict[str, Any] | None = None  # passed through to the request body
+    priority: PrioritySpec | None = None  # priority: the class of its requests (its value already in extra/headers)
 
     def expected_prefix_hit_ratio(self) -> float | None:
         """Share of prompt tokens a warm prefix cache can serve: whole 16-token blocks of the
