@@ -51,15 +51,16 @@ COLUMN_MEANINGS = {
     "users": "the total user count when the request started (distributed: this worker's exact count + "
              "the others' last reported counts)",
     "worker": "the worker index (0 in a local run)",
-    "session_id": "the conversation or agent task the request belongs to",
-    "turn": "the turn (or agent step) within the session",
+    "session_id": "the conversation, agent task or RAG pipeline task the request belongs to",
+    "turn": "the turn (or agent step, or pipeline step) within the session",
     "error": "what went wrong, for a request that is not `ok`",
     "scheduled_time": "when an open-loop arrival or a trace entry was due (Unix seconds)",
     "requested_input_tokens": "the prompt length (text) the workload asked for, to hold against `prompt_tokens`",
     "arrival_rate": "the run's target arrival rate (req/s) when the request was scheduled (a trace: its mean rate)",
     "run_id": "the run's id, as in `PREFIX_run.json`",
     "coalesced_reads": "reads that carried several output events (their gaps are left out of ITL)",
-    "step_kind": "an agent call's kind: `task` (the first call) or `tool_result`",
+    "step_kind": "an agent call's kind: `task` (the first call) or `tool_result`; a RAG pipeline's call: "
+                 "`embed`, `rerank` or `chat`",
     "requested_image_tokens": "what the request's pictures cost a Qwen2-VL-style model",
     "backoff_ms": "how long the user waited after this request (429, 503 or an unreachable server)",
     "call_id": "call-graph sessions (`session: {kind: graph}`): this call's id in its session's graph",
@@ -68,7 +69,8 @@ COLUMN_MEANINGS = {
     "phase": "`warmup`: the request started in the run's `--warmup-seconds` warm-up, which the report, the SLO "
              "stop and the search leave out; `alone:CLASS` or `together`: the `--isolation` phase it started in "
              "([Priority classes](priority.md#-isolation)); empty otherwise",
-    "inputs": "embeddings: how many inputs the request's batch had (empty for the streaming endpoints)",
+    "inputs": "embeddings: how many inputs the request's batch had; rerank and score: the query-document "
+              "pairs (empty for the streaming endpoints)",
     "model": "the model the request named, when its scenario mixes models (`models:`); empty: the run's "
              "`--model`",
     "priority": "the request's priority class (`priority:` in its scenario); empty when it has none",

@@ -126,6 +126,8 @@ def _count(server: Any, ask: Any, arrival_mono: float, first: float | None, last
 def _log(server: Any, rid: str, arrival_mono: float, arrival_unix: float, first: float | None,
          last: float | None, words: int, outcome: str, fault: Any, ask: Any) -> None:
     server.requests_by_outcome[outcome] = server.requests_by_outcome.get(outcome, 0) + 1
+    if not outcome.removeprefix("fault:").isdigit():  # an HTTP error answered at once never ran (as for chat)
+        server.engine.stats.finished_as({"completed": "stop", "disconnected": "abort"}.get(outcome, "error"))
     if words:
         _count(server, ask, arrival_mono, first, last, words)
     if server._log is not None:

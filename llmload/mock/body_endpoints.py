@@ -49,18 +49,19 @@ def serve_whole_body(server: Any, sock: Any, path: str, headers: dict[str, str],
     if path == "/v1/embeddings":
         if server.embedder is None:
             server.embedder = EmbeddingBatcher(c.embed_base_ms, c.embed_per_token_ms, c.embed_batch_tokens)
-        server.embedder.run(req.tokens)
+        step_start = server.embedder.run(req.tokens)
         drop = fault is not None and fault.kind == "missing_vector"
         answer = embeddings_response(req, req.model, drop_one=drop)
         inputs, outcome = req.inputs, "fault:missing_vector" if drop else "completed"
     else:
         if server.ranker is None:
             server.ranker = EmbeddingBatcher(c.embed_base_ms, c.rerank_per_pair_ms, RANK_BATCH_PAIRS)  # weighs pairs
-        server.ranker.run(req.pairs)
+        step_start = server.ranker.run(req.pairs)
         drop = fault is not None and fault.kind == "wrong_index"
         answer = rank_response(req, req.model, wrong_index=drop)
         inputs, outcome = req.pairs, "fault:wrong_index" if drop else "completed"
     ready = perf_counter()  # the step's end: the answer leaves now (a client cannot have it earlier)
+    server.engine.stats.pooled(req.tokens, step_start - rx_mono, ready - rx_mono)  # as vLLM counts pooling requests
     server._send(sock, 200, answer)
     sent = perf_counter()
     server.requests_by_outcome["completed"] = server.requests_by_outcome.get("completed", 0) + 1

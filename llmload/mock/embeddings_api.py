@@ -24,6 +24,7 @@ import struct
 from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
+from time import perf_counter
 
 import gevent
 import gevent.event
@@ -83,20 +84,20 @@ class EmbeddingBatcher:
         self.base_s = base_ms / 1000.0
         self.per_token_s = per_token_ms / 1000.0
         self.batch_tokens = batch_tokens
-        self._queue: deque[tuple[int, gevent.event.Event]] = deque()
+        self._queue: deque[tuple[int, gevent.event.AsyncResult]] = deque()
         self._wake = gevent.event.Event()
         self._loop: gevent.Greenlet | None = None
         self.steps = 0
         self.batched_requests = 0
 
-    def run(self, tokens: int) -> None:
-        """Wait (this greenlet) until a step has embedded these ``tokens``."""
+    def run(self, tokens: int) -> float:
+        """Wait (this greenlet) until a step has embedded these ``tokens``; the step's start (perf_counter)."""
         if self._loop is None:
             self._loop = gevent.spawn(self._steps)
-        done = gevent.event.Event()
+        done = gevent.event.AsyncResult()
         self._queue.append((tokens, done))
         self._wake.set()
-        done.wait()
+        return done.get()
 
     def _steps(self) -> None:
         queue = self._queue
@@ -110,11 +111,12 @@ class EmbeddingBatcher:
                 t, done = queue.popleft()
                 batch.append(done)
                 tokens += t
+            start = perf_counter()
             gevent.sleep(self.base_s + self.per_token_s * tokens)
             self.steps += 1
             self.batched_requests += len(batch)
             for done in batch:
-                done.set()
+                done.set(start)
 
     def stop(self) -> None:
         if self._loop is not None:

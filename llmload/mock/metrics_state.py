@@ -6,8 +6,8 @@ whose names the mock speaks (``--metrics-format``). Pure; the engines update it,
 Each format gets only the histograms it exposes (the per-token one costs an observation per
 generated token, so it exists only where the engine has it), with that engine's bounds:
 
-* ``vllm``: TTFT, inter-token latency (per token), TPOT per request, queue time and E2E
-  (``vllm/v1/metrics/loggers.py``);
+* ``vllm``: TTFT, inter-token latency (per token), TPOT per request, queue time, E2E and the
+  prompt's length (``vllm/v1/metrics/loggers.py``);
 * ``sglang``: TTFT, inter-token latency, queue time (first bucket ``0.0``) and E2E
   (``python/sglang/srt/metrics/collector.py``);
 * ``tgi``: queue, request duration and mean time per token on 35 geometric buckets
@@ -42,6 +42,20 @@ SGLANG_ITL = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.0
 SGLANG_E2E = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400)
 SGLANG_QUEUE = (0.0, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40, 50, 60, 70, 80, 90, 100, 200, 300, 400,
                 500, 600, 700, 800, 900, 1000, 1200, 1400, 1600, 1800, 2000, 2500, 3000)
+# vLLM's request_prompt_tokens: 1-2-5 buckets up to max_model_len (vllm/v1/metrics/loggers.py build_1_2_5_buckets)
+
+
+def buckets_1_2_5(top: float) -> tuple[float, ...]:
+    out, exp = [], 0
+    while True:
+        for m in (1, 2, 5):
+            v = m * 10 ** exp
+            if v > top:
+                return tuple(out)
+            out.append(float(v))
+        exp += 1
+
+
 # TGI's: 35 geometric duration buckets
 TGI_DURATION = tuple(0.0001 * 1.5 ** (k + 1) for k in range(35))
 
@@ -101,6 +115,11 @@ class EngineStats:
         self.input_length = h(_linear(max_model_len - 1)) if tgi else None
         self.max_new_tokens = h(_linear(max_model_len)) if tgi else None
         self.generated_tokens = h(_linear(max_model_len)) if tgi else None
+        self.request_prompt_tokens = h(buckets_1_2_5(max_model_len)) if vllm else None
+        # vLLM's request_success_total by finished_reason (stop, length, abort, error): pooling requests
+        # (embeddings, rerank, score) finish "stop" as soon as their output is ready (vLLM's scheduler)
+        self.finished_reasons: dict[str, int] = {"stop": 0, "length": 0, "abort": 0}  # vLLM shows these from the start
+        self.pooling_requests = 0
 
     def submitted(self, prompt_len: int, max_tokens: int) -> None:
         """A request reached the engine (TGI measures lengths at validation)."""
@@ -114,8 +133,26 @@ class EngineStats:
         self.prompt_tokens += prompt_len
         self.queue.observe(max(0.0, queue_s))
 
+    def finished_as(self, reason: str) -> None:
+        """One request counted by vLLM's finished_reason."""
+        self.finished_reasons[reason] = self.finished_reasons.get(reason, 0) + 1
+
+    def pooled(self, prompt_len: int, queue_s: float, e2e_s: float) -> None:
+        """A pooling request (embeddings, rerank, score) answered: counted as vLLM V1 counts one. Its
+        one output comes while prefilling, so its prompt tokens and a TTFT (= its E2E) are recorded
+        (IterationStats.update_from_output), then it finishes ``stop`` with no generated token."""
+        self.pooling_requests += 1
+        self.requests_received += 1
+        self.admitted(prompt_len, queue_s)
+        if self.ttft is not None:
+            self.ttft.observe(e2e_s)
+        self.finished(prompt_len, 0, 0, e2e_s, None)
+        self.finished_as("stop")
+
     def finished(self, prompt_len: int, cached: int, generated: int, e2e_s: float, tpot_s: float | None) -> None:
         self.requests_finished += 1
+        if self.request_prompt_tokens is not None:
+            self.request_prompt_tokens.observe(prompt_len)
         self.finished_prompt_tokens += prompt_len
         self.finished_cached_tokens += cached
         self.finished_generation_tokens += generated

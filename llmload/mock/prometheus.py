@@ -7,8 +7,11 @@ Per format, what the engine's own code exposes (names, labels, types, bucket lay
 * ``vllm``: ``vllm:num_requests_running|waiting``, ``vllm:kv_cache_usage_perc`` (a ratio),
   ``vllm:prefix_cache_queries|hits_total`` and ``vllm:prompt_tokens_total`` (at admission),
   ``vllm:generation_tokens_total`` (every token), ``vllm:num_preemptions_total``, TTFT,
-  inter-token latency, TPOT per request, queue time and E2E histograms; labels ``model_name``
-  and ``engine="0"``.
+  inter-token latency, TPOT per request, queue time and E2E histograms,
+  ``vllm:request_success_total`` by ``finished_reason`` (stop, length, abort, error) and the
+  ``vllm:request_prompt_tokens`` histogram; labels ``model_name`` and ``engine="0"``. Pooling
+  requests (embeddings, rerank, score) count where vLLM V1 counts them: prompt tokens, a TTFT and
+  an E2E when their output is ready, queue time, prompt length, and success ``stop``.
 * ``sglang``: the scheduler's ``sglang:num_running_reqs``, ``num_queue_reqs``, ``token_usage``,
   ``num_used_tokens``, ``max_total_num_tokens``, ``cache_hit_rate``,
   ``num_retracted_requests_total`` and queue-time histogram (labels ``model_name``,
@@ -95,9 +98,11 @@ def _vllm(t: _Text, engine: Engine, model: str, outcomes: dict[str, int]) -> Non
           s.preemptions, lab)
     t.one("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", s.prompt_tokens, lab)
     t.one("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", s.generation_tokens, lab)
-    t.lines += ["# HELP vllm:request_success_total Count of finished requests by outcome.",
+    t.lines += ["# HELP vllm:request_success_total Count of successfully processed requests.",
                 "# TYPE vllm:request_success_total counter"]
-    t.lines += [f'vllm:request_success_total{{{lab},outcome="{k}"}} {v}' for k, v in sorted(outcomes.items())]
+    t.lines += [f'vllm:request_success_total{{{lab},finished_reason="{k}"}} {v}'
+                for k, v in sorted(s.finished_reasons.items())]
+    t.hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", s.request_prompt_tokens, lab)
     t.hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", s.ttft, lab)
     t.hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", s.itl, lab)
     t.hist("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.",

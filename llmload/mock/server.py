@@ -359,6 +359,9 @@ class MockServer:
                      image_tokens: int = 0, reply: str = "", session: str | None = None,
                      traceparent: str | None = None) -> None:
         self.requests_by_outcome[outcome] = self.requests_by_outcome.get(outcome, 0) + 1
+        if stream is not None:  # vLLM's finished_reason: a tool call is a stop; a client gone, an abort
+            self.engine.stats.finished_as({"completed": "length" if stream.finish_reason == "length" else "stop",
+                                           "disconnected": "abort"}.get(outcome, "error"))
         if self._log is None:
             return
         entry = {

@@ -215,6 +215,11 @@ def _user_setup(environment: Any, user_class: type) -> UserSetup:
         if "messages" in used:
             raise ConfigError("--transport openai cannot send the Anthropic Messages API (endpoint messages): the "
                               "openai SDK has no /v1/messages; use --transport fast")
+        whole = [w for w in scenario.workloads if w.endpoint in BODY_ENDPOINTS or w.pipeline] if scenario else []
+        if whole:
+            kind = "a pipeline" if whole[0].pipeline else f"endpoint {whole[0].endpoint}"
+            raise ConfigError(f"--transport openai: workload {whole[0].name} ({kind}) sends whole-body requests on "
+                              "the fast transport only; drop --transport openai")
     inp = option(environment, "input_tokens")
     out = option(environment, "output_tokens")
     synthetic = scenario is None

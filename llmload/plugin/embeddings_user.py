@@ -16,13 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmload.metrics import record as R
 from llmload.plugin.users import LLMUser
-from llmload.transport.fast import FastTransport
-from llmload.wire.embeddings import ENCODING_FORMATS, check_embeddings
-from llmload.wire.protocol import BODY_ENDPOINTS
+from llmload.plugin.whole_body import EmbedCalls, body_transport, embeddings_workload
+from llmload.wire.embeddings import ENCODING_FORMATS
 from llmload.workload.distributions import SpecError, parse_distribution
-from llmload.workload.embeddings import EmbeddingsWorkload
 
 
 class LLMEmbeddingsUser(LLMUser):
@@ -57,31 +54,14 @@ class LLMEmbeddingsUser(LLMUser):
         except SpecError as e:
             raise ValueError(str(e)) from None
         client = plugin.client_for(self.host, plugin.config.client)
-        self.transport = FastTransport(self.host, BODY_ENDPOINTS["embeddings"], client, accept="application/json")
+        self.transport = body_transport(self.host, "embeddings", client)
         model = plugin.option("model") or self.model or plugin.resolve_model(self.host, client)
         setup = plugin.setup_for(cls)
         self.scenario_name = setup.scenario_name if setup.scenario_name != "chat" else "embeddings"
-        text = plugin.shared.text_source(int(plugin.option("seed", 0)) + plugin.worker_index, None)
-        self.embeddings = EmbeddingsWorkload(self.scenario_name, model, batch, lengths, self.seed(),
-                                             self.encoding_format, self.dimensions, text)
-        self._loop = self.embed_batch
+        self.embeddings = embeddings_workload(self, self.scenario_name, model, batch, lengths, self.encoding_format,
+                                              self.dimensions)
+        self._loop = EmbedCalls(self, self.embeddings, self.transport)  # LLMUser's task runs it
         try:
             self.transport.connect()
         except OSError:
             pass  # recorded as connect_error by the first request
-
-    def embed_batch(self) -> None:
-        """One batch, sent and recorded: LLMUser's task runs it (its ``_loop``, as for trace entries)."""
-        request = self.embeddings.next_request()
-        runner = self.environment.runner
-        meta = R.RequestMeta(request_id=self.plugin.next_request_id(), start_time=0.0, scenario=request.scenario,
-                             users=runner.user_count if runner is not None else 0, worker=self.plugin.worker_index,
-                             requested_input_tokens=request.input_tokens, inputs=request.inputs)
-        n, dims, fmt = request.inputs, self.dimensions, self.encoding_format
-
-        def check(body: bytes, meta: R.RequestMeta, latency_ms: float, code: int) -> R.RequestRecord:
-            result = check_embeddings(body, n, dims, fmt)
-            return R.whole_body_record(meta, latency_ms, code, result.error, result.prompt_tokens)
-
-        rec = self.transport.stream(request.body, meta, on_cancel=self.plugin.record, check_body=check)
-        self.plugin.record(rec)

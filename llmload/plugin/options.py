@@ -30,8 +30,9 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                                       "lists)")),
     ("--transport", dict(default="", help="fast: llmload's streaming client (default); openai: the official SDK")),
     ("--endpoint", dict(default="", help="chat (/v1/chat/completions), completions (/v1/completions), "
-                                         "responses (/v1/responses) or messages (Anthropic's /v1/messages: the "
-                                         "key in x-api-key, anthropic-version sent)")),
+                                         "responses (/v1/responses), messages (Anthropic's /v1/messages: the "
+                                         "key in x-api-key, anthropic-version sent); audio only names "
+                                         "LLMAudioUser's /v1/audio/transcriptions")),
     ("--input-tokens", dict(default="", help="prompt length in tokens: N or LOW-HIGH (overrides the scenario)")),
     ("--output-tokens", dict(default="", help="max_tokens: N or LOW-HIGH (overrides the scenario)")),
     ("--ignore-eos", dict(action="store_true", default=False,

@@ -18,11 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmload.metrics import record as R
 from llmload.plugin.users import LLMUser
-from llmload.transport.fast import FastTransport
-from llmload.wire.protocol import BODY_ENDPOINTS
-from llmload.wire.rerank import APIS, check_rerank, check_score
+from llmload.plugin.whole_body import RankCalls, body_transport
+from llmload.wire.rerank import APIS
 from llmload.workload.distributions import SpecError, parse_distribution
 from llmload.workload.rerank import RerankWorkload
 
@@ -60,29 +58,13 @@ class LLMRerankUser(LLMUser):
         except SpecError as e:
             raise ValueError(str(e)) from None
         client = plugin.client_for(self.host, plugin.config.client)
-        self.transport = FastTransport(self.host, BODY_ENDPOINTS[self.api], client, accept="application/json")
+        self.transport = body_transport(self.host, self.api, client)
         model = plugin.option("model") or self.model or plugin.resolve_model(self.host, client)
         self.scenario_name = self.api
         text = plugin.shared.text_source(int(plugin.option("seed", 0)) + plugin.worker_index, None)
         self.ranking = RerankWorkload(self.api, model, self.api, docs, query, lengths, self.seed(), self.top_n, text)
-        self._loop = self.rank_once
+        self._loop = RankCalls(self, self.ranking, self.transport)  # LLMUser's task runs it
         try:
             self.transport.connect()
         except OSError:
             pass  # recorded as connect_error by the first request
-
-    def rank_once(self) -> None:
-        """One query, sent and recorded: LLMUser's task runs it (its ``_loop``)."""
-        request = self.ranking.next_request()
-        runner = self.environment.runner
-        meta = R.RequestMeta(request_id=self.plugin.next_request_id(), start_time=0.0, scenario=request.scenario,
-                             users=runner.user_count if runner is not None else 0, worker=self.plugin.worker_index,
-                             requested_input_tokens=request.tokens, inputs=request.documents)
-        n, top_n, api = request.documents, request.top_n, self.api
-
-        def check(body: bytes, meta: R.RequestMeta, latency_ms: float, code: int) -> R.RequestRecord:
-            result = check_rerank(body, n, top_n) if api == "rerank" else check_score(body, n)
-            return R.whole_body_record(meta, latency_ms, code, result.error, result.prompt_tokens)
-
-        rec = self.transport.stream(request.body, meta, on_cancel=self.plugin.record, check_body=check)
-        self.plugin.record(rec)

@@ -36,11 +36,13 @@ from llmload.plugin.agent_loop import run_agent_task
 from llmload.plugin.backoff import Backoff
 from llmload.plugin.config import UserSetup
 from llmload.plugin.graph_loop import ConnectionPool, run_graph_session
+from llmload.plugin.pipeline_loop import run_pipeline_task, start_pipeline
 from llmload.plugin.trace_replay import replay_one
+from llmload.plugin.whole_body import start_body_workload
 from llmload.plugin.wiring import get_plugin
 from llmload.transport import Transport, make_transport
-from llmload.transport.connection import for_messages_api
-from llmload.wire.protocol import ENDPOINTS
+from llmload.transport.connection import ClientOptions, for_messages_api
+from llmload.wire.protocol import BODY_ENDPOINTS, ENDPOINTS
 from llmload.workload.agent import AgentWorkload
 from llmload.workload.arrival import ArrivalGate
 from llmload.workload.file.scenario import ScenarioSpec, WorkloadSpec, load_scenario_cached, resolve_scenario_path
@@ -109,6 +111,7 @@ class LLMUser(User):
         self._backoff: Backoff | None = None
         self._trace_context = False
         self.priority_class = ""  # the workload's priority: class, written into every row (its value is in the body)
+        self.extra_transports: list[Any] = []  # a RAG pipeline's embed and rerank connections
 
     # -- lifecycle -------------------------------------------------------------------------------
     def on_start(self) -> None:
@@ -122,10 +125,13 @@ class LLMUser(User):
             client = dataclasses.replace(client, headers=client.headers + spec.headers,
                                          secrets=client.secrets + spec.header_secrets)
         client = plugin.client_for(self.host, client)  # the key only to the host it is bound to
-        if endpoint == "messages":  # Anthropic's x-api-key and anthropic-version (the /v1/models probe too)
-            client = for_messages_api(client, key_header_given=bool(plugin.option("api_key_header")))
         self._backoff = Backoff(plugin.config.faults.backoff, random.Random(self.seed() ^ 0x0BAC0FF))
         self._trace_context = bool(plugin.option("trace_context"))
+        if spec is not None and (spec.endpoint in BODY_ENDPOINTS or spec.pipeline is not None):
+            self._start_whole_body(spec, client, setup)
+            return
+        if endpoint == "messages":  # Anthropic's x-api-key and anthropic-version (the /v1/models probe too)
+            client = for_messages_api(client, key_header_given=bool(plugin.option("api_key_header")))
         self.transport = make_transport(setup.transport, self.host, ENDPOINTS[endpoint], client)
         model = plugin.option("model") or (spec.model if spec and spec.model else None) or self.model \
             or plugin.resolve_model(self.host, client)
@@ -166,7 +172,30 @@ class LLMUser(User):
         except OSError:
             pass  # recorded as connect_error by the first request
 
+    def _start_whole_body(self, spec: WorkloadSpec, client: ClientOptions, setup: UserSetup) -> None:
+        """A workload with endpoint embeddings, rerank or score, or a RAG pipeline (plugin.whole_body,
+        plugin.pipeline_loop): its connections and its task body."""
+        plugin = self.plugin
+        self.scenario_name = spec.name
+        model = plugin.option("model") or spec.model or self.model or plugin.resolve_model(self.host, client)
+        if spec.pipeline is None:
+            start_body_workload(self, spec, client, model)
+        else:
+            chat_client = for_messages_api(client, key_header_given=bool(plugin.option("api_key_header"))) \
+                if self.endpoint_name == "messages" else client
+            self.transport = make_transport(setup.transport, self.host, ENDPOINTS[self.endpoint_name], chat_client)
+            calls = start_pipeline(self, spec, client, model)
+            self.extra_transports = calls.transports()
+            self._loop = lambda: run_pipeline_task(self, calls)
+        for transport in (self.transport, *self.extra_transports):
+            try:
+                transport.connect()  # in on_start: no TCP connect inside the first request
+            except OSError:
+                pass  # recorded as connect_error by the first request
+
     def on_stop(self) -> None:
+        for transport in self.extra_transports:
+            transport.close()
         if self.connections is not None:
             self.connections.close_extra()
         if self.transport is not None:

@@ -90,3 +90,10 @@ def check_score(body: bytes, documents: int) -> RankCheck:
     if error is not None or data is None:
         return RankCheck(error)
     return RankCheck(_ranked(data, documents, documents, "data", "score"), tokens)
+
+
+def ranked_indices(body: bytes, api: str = "rerank") -> list[int]:
+    """The documents' indices, best first, from an answer :func:`check_rerank` (or :func:`check_score`) passed."""
+    key, score = ("results", "relevance_score") if api == "rerank" else ("data", "score")
+    items = json.loads(body)[key]
+    return [item["index"] for item in sorted(items, key=lambda item: -item[score])]

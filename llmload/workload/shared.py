@@ -26,6 +26,7 @@ class SharedState:
         self._prefixes: dict[tuple[str, str, int], PrefixPool] = {}
         self._datasets: dict[str, list[Conversation]] = {}
         self._semaphores: dict[Any, gevent.lock.Semaphore] = {}
+        self._built: dict[Any, Any] = {}
         self.gates: dict[str, ArrivalGate] = {}
 
     def text_source(self, seed: int, tokenizer: str | None) -> TextSource:
@@ -52,6 +53,13 @@ class SharedState:
         if convs is None:
             convs = self._datasets[key] = load_dataset(spec.dataset)
         return convs
+
+    def cached(self, key: Any, build: Callable[[], Any]) -> Any:
+        """``build()``, once per process and ``key`` (an embeddings workload's batches built ahead)."""
+        value = self._built.get(key)
+        if value is None:
+            value = self._built[key] = build()
+        return value
 
     def semaphore(self, key: Any, limit: int) -> gevent.lock.Semaphore:
         sem = self._semaphores.get(key)

@@ -84,7 +84,8 @@ def test_records_match_the_mocks_log_and_a_missing_text_is_a_protocol_error(mock
     generated = next(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
                      if line.startswith("vllm:generation_tokens_total"))
     assert generated == sum(log[k]["tokens_sent"] for k in log)
-    assert 'outcome="fault:missing_text"} 2' in metrics and 'outcome="completed"} 3' in metrics
+    # by vLLM's finished_reason: the 3 answered in full stop, the 4 faulted streams and bodies are errors
+    assert 'finished_reason="stop"} 3' in metrics and 'finished_reason="error"} 4' in metrics
 
 
 def test_the_mock_refuses_an_upload_it_cannot_read_with_a_400(mock_factory):

@@ -15,12 +15,15 @@ from tests.support.processes import ROOT, free_port
 LOCUST = [sys.executable, "-m", "locust"]
 CHAT = os.path.join(ROOT, "locustfiles", "chat.py")
 UI = os.path.join(ROOT, "locustfiles", "ui.py")
+RAG_PIPELINE = os.path.join(ROOT, "locustfiles", "rag_pipeline.py")
 
 BAD = [
     ("no host", [CHAT], "no server address: pass --host"),
     ("unknown endpoint", [CHAT, "--endpoint", "chats"], "--endpoint 'chats': expected one of chat"),
     ("messages over the openai sdk", [CHAT, "--endpoint", "messages", "--transport", "openai"],
      "--transport openai cannot send the Anthropic Messages API (endpoint messages)"),
+    ("a pipeline over the openai sdk", [RAG_PIPELINE, "--transport", "openai"],
+     "--transport openai: workload rag (a pipeline) sends whole-body requests on the fast transport only"),
     ("unknown transport", [CHAT, "--transport", "grpc"], "--transport 'grpc': expected one of fast, openai"),
     ("missing scenario", [CHAT, "--scenario", "no/such.yaml"], "no/such.yaml: cannot read the scenario file"),
     ("mistyped key", [CHAT, "--scenario", "{typo}"], "workloads.chat.input_tokns: unknown key; did you mean "

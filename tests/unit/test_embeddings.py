@@ -95,3 +95,72 @@ def test_the_byte_fast_path_passes_only_what_the_full_check_passes():
                b'{"data":[{"index":0,"embedding":[0.1,0.2]}]', b'{"data":[{"index":0,"embedding":[0.1,"a]"]}]}']
     for body in garbled:
         assert _fast_check(body, 2 if body is garbled[0] else 1, None, "float") is None, body
+
+
+def test_the_compact_path_passes_exactly_what_the_full_check_passes():
+    from llmload.wire.embeddings import _compact_check, full_check
+
+    vllm = (b'{"id":"embd-1","object":"list","created":1,"model":"bge","data":['
+            b'{"index":0,"object":"embedding","embedding":[0.1,-2e-3,3]},'
+            b'{"index":1,"object":"embedding","embedding":[1.5,0,0.25]}],'
+            b'"usage":{"prompt_tokens":9,"total_tokens":9,"completion_tokens":0,"prompt_tokens_details":null}}')
+    tei = (b'{"object":"list","data":[{"object":"embedding","embedding":[1,2],"index":0},'
+           b'{"object":"embedding","embedding":[3,4],"index":1}],"model":"m","usage":{"prompt_tokens":4}}')
+    b64s = answer([b64([0.5] * 8), b64([1.0] * 8)]).replace(b": ", b":").replace(b", ", b",")
+    no_usage = b'{"data":[{"index":0,"embedding":[1,2,3]}]}'
+    twelve = b'{"data":[' + b",".join(b'{"index":%d,"embedding":[1,2]}' % i for i in range(12)) + b']}'
+    for body, inputs, fmt in ((vllm, 2, "float"), (tei, 2, "float"), (b64s, 2, "base64"), (no_usage, 1, "float"),
+                              (twelve, 12, "float")):
+        fast = _compact_check(body, inputs, None, fmt)
+        assert fast is not None and fast == full_check(body, inputs, None, fmt), body
+    assert _compact_check(vllm, 2, 3, "float") == full_check(vllm, 2, 3, "float")
+
+    def compact(obj: dict) -> bytes:
+        return json.dumps(obj, separators=(",", ":")).encode()
+
+    def items(vectors: list, indices: list) -> list:
+        return [{"index": i, "object": "embedding", "embedding": v} for i, v in zip(indices, vectors, strict=True)]
+
+    garbled = [  # (body, inputs, dimensions, format): each one the full check refuses
+        (compact({"data": items([[0.1, 0.2]], [0])}), 2, None, "float"),  # a missing vector
+        (compact({"data": items([[0.1], [0.2]], [0, 0])}), 2, None, "float"),  # an index twice
+        (compact({"data": items([[0.1], [0.2]], [0, 2])}), 2, None, "float"),  # an index out of range
+        (compact({"data": items([[0.1], [0.2]], [1, 0])}), 2, None, "float"),  # out of order: the slower paths
+        (compact({"data": items([[0.1], [0.2], [0.3]], [0, 1, 2])}), 2, None, "float"),  # one vector too many
+        (compact({"data": items([[0.1, 0.2], [0.3]], [0, 1])}), 2, None, "float"),  # a wrong dimension
+        (compact({"data": items([[0.1, 0.2]], [0])}), 1, 3, "float"),  # not the dimensions asked for
+        (compact({"data": items([["x", 0.2]], [0])}), 1, None, "float"),
+        (compact({"data": items([[None, 0.2]], [0])}), 1, None, "float"),
+        (compact({"data": items([[[0.1], 0.2]], [0])}), 1, None, "float"),
+        (compact({"data": items([[]], [0])}), 1, None, "float"),
+        (b'{"data":[{"index":0,"embedding":[0.1,0.2,]}]}', 1, None, "float"),
+        (b'{"data":[{"index":0,"embedding":[,0.2]}]}', 1, None, "float"),
+        (b'{"data":[{"index":0,"embedding":[0.1,0.2]}]', 1, None, "float"),
+        (b'{"data":[{"index":0,"embedding":[1]},{"index":12,"embedding":[2]}]}', 2, None, "float"),  # 1 of 12
+        (compact({"data": items(["%%%="], [0])}), 1, None, "base64"),
+        (compact({"data": items([base64.b64encode(b"abc").decode()], [0])}), 1, None, "base64"),
+        (compact({"data": items([b64([0.5] * 4)], [0])}), 1, 8, "base64"),
+        (compact({"data": items([[0.1]], [0]), "usage": {"prompt_tokens": -3}}), 1, None, "float"),
+    ]
+    for body, inputs, dims, fmt in garbled:
+        assert _compact_check(body, inputs, dims, fmt) is None, body
+        if (body, inputs) != (garbled[3][0], 2):
+            assert check_embeddings(body, inputs, dims, fmt).error is not None, body
+
+
+def test_batches_are_built_ahead_and_each_request_gets_unique_texts():
+    from llmload.workload.embeddings import BatchPool
+
+    batch, lengths = parse_distribution("1-8", "batch_size", minimum=1), parse_distribution("3-9", "t", minimum=1)
+    pool = BatchPool("m", batch, lengths, seed=5, size=64)
+    assert len(pool.batches) == 64
+    w = EmbeddingsWorkload("embed", "m", batch, lengths, 11, pool=pool)
+    seen: set[str] = set()
+    for _ in range(200):
+        req = w.next_request()
+        body = json.loads(req.body)
+        assert body == {"model": "m", "input": body["input"], "encoding_format": "float"}
+        assert len(body["input"]) == req.inputs and sum(len(t.split()) for t in body["input"]) == req.input_tokens
+        assert not seen & set(body["input"])  # no text sent twice: no cache answers one
+        seen |= set(body["input"])
+    assert len(BatchPool("m", batch, lengths, seed=5, max_bytes=1).batches) == 1  # bounded by bytes, at least one

@@ -196,7 +196,7 @@ def test_jsonl_dataset(tmp_path):
     ("workloads:\n  a:\n    input_tokens: {dist: uniform, min: 9, max: 3}\n",
      r"s.yaml:3: workloads.a.input_tokens.max: max 3 is below min 9"),
     ("workloads:\n  a:\n    dataset: missing.json\n", r"s.yaml:3: workloads.a.dataset.path: no such file"),
-    ("workloads:\n  a:\n    endpoint: embeddings\n", r"workloads.a.endpoint: expected chat or completions"),
+    ("workloads:\n  a:\n    endpoint: embedding\n", r"workloads.a.endpoint: expected chat or completions"),
     ("workloads:\n  a:\n    weight: 0\n", r"workloads.a.weight: expected a number > 0"),
     ("workloads:\n  a:\n    session: {turns: 2}\n    arrival: {rate: 3}\n", r"do not mix"),
     ("workloads:\n  a:\n    arrival: {mode: open}\n", r"arrival.rate: missing"),

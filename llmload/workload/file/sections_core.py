@@ -15,10 +15,11 @@ import math
 from typing import Any
 
 from llmload.metrics.slo import SLO, parse_slo
-from llmload.wire.protocol import ENDPOINTS, ENV_PREFIX, parse_header
+from llmload.wire.protocol import BODY_ENDPOINTS, ENDPOINTS, ENV_PREFIX, parse_header
 from llmload.wire.redact import is_secret_name
 from llmload.workload.call_graph import GraphSpec
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
+from llmload.workload.file.body_section import BODY_KEYS, parse_body
 from llmload.workload.file.graph_section import parse_graph
 from llmload.workload.file.priority_section import parse_priority, with_priority
 from llmload.workload.file.sections_production import (
@@ -33,7 +34,7 @@ from llmload.workload.file.yaml_lines import MAX_PREFIXES, MAX_TOKENS, Ctx, choi
 BLOCK = 16  # tokens per KV-cache block (vLLM's default): a prefix is cached in whole blocks
 WORKLOAD_KEYS = {"weight", "endpoint", "model", "system_prompt", "sampling", "extra", "ignore_eos", "input_tokens",
                  "output_tokens", "prefix", "max_concurrent", "session", "dataset", "arrival", "slo", "headers",
-                 "trace", "images", "response_format", "prefix_hit_rate", "priority"}
+                 "trace", "images", "response_format", "prefix_hit_rate", "priority"} | BODY_KEYS
 PREFIX_KEYS = {"groups", "tokens", "count", "popularity", "zipf_s", "prime"}
 GROUP_KEYS = {"name", "tokens", "count", "popularity", "zipf_s", "weight"}
 DATASET_KEYS = {"path", "format", "min_input_tokens", "max_input_tokens", "turns", "limit"}
@@ -193,7 +194,8 @@ def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str)
     path = f"workloads.{name}"
     raw = keys(ctx, raw if raw is not None else {}, path, WORKLOAD_KEYS)
     d = {**defaults, **raw}
-    endpoint = choice(ctx, d, "endpoint", path, tuple(ENDPOINTS), "chat")
+    endpoint = choice(ctx, d, "endpoint", path, (*ENDPOINTS, *BODY_ENDPOINTS), "chat")
+    body, pipeline = parse_body(ctx, d, raw, path, endpoint, distribution)
     for key in ("sampling", "extra"):
         if key in d and not isinstance(d[key], dict):
             raise ctx.error(f"{path}.{key}", f"expected a mapping, got {type(d[key]).__name__}")
@@ -247,6 +249,8 @@ def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str)
         graph=graph,
         response_format=parse_response_format(ctx, d["response_format"], f"{path}.response_format")
         if "response_format" in d else None,
+        body=body,
+        pipeline=pipeline,
     )
     priority = parse_priority(ctx, d["priority"], f"{path}.priority") if "priority" in d else None
     return with_priority(ctx, path, priority, spec)

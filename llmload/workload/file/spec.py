@@ -110,6 +110,30 @@ class PrioritySpec:
 
 
 @dataclass(frozen=True)
+class BodySpec:
+    """``endpoint: embeddings|rerank|score``: what each whole-body request holds (:mod:`.body_section`)."""
+
+    batch_size: Distribution | None = None  # embeddings: inputs per request
+    input_tokens: Distribution | None = None  # embeddings: each input's length
+    encoding_format: str = "float"  # embeddings: float or base64
+    dimensions: int | None = None  # embeddings: the vectors' length to ask for
+    documents: Distribution | None = None  # rerank, score (and a pipeline's rerank): passages per query
+    query_tokens: Distribution | None = None
+    document_tokens: Distribution | None = None
+    top_n: int | None = None  # rerank: results asked for; a pipeline: the passages put into the chat prompt
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """``pipeline: [embed, rerank, chat]``: one task per query, its calls in this order (a RAG request)."""
+
+    steps: tuple[str, ...]  # a subsequence of ("embed", "rerank", "chat") that ends with chat
+    embed_model: str | None = None  # None: the workload's model
+    rerank_model: str | None = None
+    rerank_api: str = "rerank"  # or "score" (vLLM's /v1/score)
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     name: str
     weight: float = 1.0
@@ -137,6 +161,8 @@ class WorkloadSpec:
     graph: GraphSpec | None = None  # session: {kind: graph}: call-graph sessions
     response_format: dict[str, Any] | None = None  # passed through to the request body
     priority: PrioritySpec | None = None  # priority: the class of its requests (its value already in extra/headers)
+    body: BodySpec | None = None  # endpoint embeddings, rerank or score, and a pipeline's embed and rerank calls
+    pipeline: PipelineSpec | None = None  # pipeline: embed -> rerank -> chat tasks
 
     def expected_prefix_hit_ratio(self) -> float | None:
         """Share of prompt tokens a warm prefix cache can serve: whole 16-token blocks of the
