@@ -178,7 +178,11 @@ class SpanExport:
     def export(self, rec: RequestRecord) -> None:
         Context, SpanKind, Status, StatusCode = self._otel  # noqa: N806 (the SDK's classes)
         m = rec.meta
-        endpoint, model, host = self.described.get(m.scenario, ("chat", "", ""))
+        described = self.described.get(m.scenario)
+        if described is None:  # a user class that does not describe its scenario: what the record tells
+            described = ("embeddings" if m.inputs is not None else "audio" if m.audio_seconds is not None
+                         else "chat", "", "")
+        endpoint, model, host = described
         attrs = span_attributes(rec, endpoint, model, host, self.run.run_id)
         start_ns = int(m.start_time * 1e9)
         end_ns = start_ns + int((rec.e2e_ms or 0.0) * 1e6)

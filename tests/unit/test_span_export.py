@@ -86,7 +86,11 @@ def test_a_span_carries_the_traceparents_ids_or_fresh_ones():
     traced.meta.trace_id, traced.meta.span_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
     spans.export(traced)
     spans.export(_rec(status="timeout"))
-    first, second = memory.get_finished_spans()
+    batch = _rec()
+    batch.meta.scenario, batch.meta.inputs = "embed", 8  # an undescribed scenario: the record says embeddings
+    spans.export(batch)
+    first, second, third = memory.get_finished_spans()
+    assert third.attributes["gen_ai.operation.name"] == "embeddings" and not third.attributes["gen_ai.request.stream"]
     assert f"{first.context.trace_id:032x}" == traced.meta.trace_id and f"{first.context.span_id:016x}" == \
         traced.meta.span_id and first.parent is None
     assert first.name == "chat m" and first.kind.name == "CLIENT"
