@@ -7,13 +7,17 @@ excluded), ``{NAME}_{pNN|mean|median}_ms`` (NAME: a latency metric of ``metrics.
 (agent workloads: the time to finish a task, over tasks that did not fail; a per-task SLO, judged on
 tasks, never on single requests).
 A load meets an SLO when the metric's value is ≤ the limit. A scoped SLO (``rag:ttft_p95_ms``)
-replaces the unscoped one of the same metric for that scenario.
+replaces the unscoped one of the same metric for that scenario. The scope may instead name a model
+of a ``models:`` mix (``adapter-a:ttft_p95_ms``): :func:`scope_models` turns it into a model SLO,
+judged over that model's requests alone, beside the unscoped SLOs (it replaces none); a name that is
+both a scenario and a model is an error.
 
 Usage::
 
     slo = parse_slo("rag:ttft_p95_ms=2000")   # SLO(metric="ttft_p95_ms", limit=2000.0, scenario="rag")
     slo.name, slo.quantile                     # "ttft", 95.0
     slos_for([slo], "rag")                     # the SLOs that apply to one scenario
+    scope_models([parse_slo("adapter-a:ttft_p95_ms=800")], {"chat"}, {"adapter-a"})  # [SLO(..., model="adapter-a")]
     with_error_budget([slo], 0.01)             # + error_rate=0.01 unless an unscoped error_rate is given
     window_value(slo, scenario_stats)          # its value over live histograms (None: too few samples)
 """
@@ -51,6 +55,7 @@ class SLO:
     metric: str
     limit: float
     scenario: str | None = None
+    model: str | None = None  # a model of a models: mix: judged over its requests alone (scenario is None)
 
     @property
     def name(self) -> str | None:
@@ -86,9 +91,18 @@ class SLO:
     def met(self, value: float | None) -> bool:
         return value is not None and value == value and value <= self.limit
 
+    @property
+    def scope(self) -> str | None:
+        """The scenario or the model it is scoped to, None for the whole run."""
+        return self.model or self.scenario
+
+    @property
+    def key(self) -> str:
+        """``metric``, or ``scope:metric`` for a scoped one (the verdict's key)."""
+        return f"{self.scope}:{self.metric}" if self.scope else self.metric
+
     def text(self) -> str:
-        scope = f"{self.scenario}:" if self.scenario else ""
-        return f"{scope}{self.metric}={self.limit:g}"
+        return f"{self.key}={self.limit:g}"
 
 
 def parse_slo(text: str, where: str = "--slo") -> SLO:
@@ -119,6 +133,25 @@ def parse_slo(text: str, where: str = "--slo") -> SLO:
     return SLO(metric=metric, limit=limit, scenario=scope.strip() or None)
 
 
+def scope_models(slos: Iterable[SLO], scenarios: Iterable[str], models: Iterable[str],
+                 where: str = "--slo") -> list[SLO]:
+    """The SLOs with each scope that names a model (and no scenario) made a model SLO. Raises
+    ValueError for a scope that is both a scenario and a model, or a task SLO scoped to a model."""
+    scenarios, models = set(scenarios), set(models)
+    out = []
+    for s in slos:
+        if s.scenario is not None and s.scenario in models:
+            if s.scenario in scenarios:
+                raise ValueError(f"{where} {s.text()}: {s.scenario!r} is both a scenario and a model of a models: mix; "
+                                 "rename the workload or the model so the scope names one")
+            if s.per_task:
+                raise ValueError(f"{where} {s.text()}: a task SLO is judged over a scenario's tasks, not over a "
+                                 f"model's requests; scope it to a scenario, not to {s.scenario!r}")
+            s = SLO(s.metric, s.limit, None, s.scenario)
+        out.append(s)
+    return out
+
+
 def task_limit_s(slos: Iterable[SLO], scenario: str) -> float | None:
     """The limit of the task SLO that applies to a scenario (the tightest, if several), in seconds."""
     limits = [s.limit for s in slos_for(slos, scenario) if s.per_task]
@@ -126,19 +159,21 @@ def task_limit_s(slos: Iterable[SLO], scenario: str) -> float | None:
 
 
 def slos_for(slos: Iterable[SLO], scenario: str | None) -> list[SLO]:
-    """The SLOs that apply to a scenario (None: the whole run, unscoped SLOs only)."""
+    """The SLOs that apply to a scenario (None: the whole run: the unscoped SLOs); model SLOs apply
+    wherever that model's requests are (judged over those alone), and replace none."""
     slos = list(slos)
     if scenario is None:
         return [s for s in slos if s.scenario is None]
     scoped = {s.metric for s in slos if s.scenario == scenario}
-    return [s for s in slos if s.scenario == scenario or (s.scenario is None and s.metric not in scoped)]
+    return [s for s in slos if s.scenario == scenario
+            or (s.scenario is None and (s.model is not None or s.metric not in scoped))]
 
 
 def with_error_budget(slos: Iterable[SLO], budget: float | None) -> list[SLO]:
     """``slos`` plus the error budget ``error_rate ≤ budget`` for the whole run, unless an unscoped
     ``error_rate`` SLO is already there (it wins); ``budget`` None: no budget (switched off)."""
     slos = list(slos)
-    if budget is None or any(s.metric == ERROR_RATE and s.scenario is None for s in slos):
+    if budget is None or any(s.metric == ERROR_RATE and s.scope is None for s in slos):
         return slos
     return [*slos, SLO(ERROR_RATE, budget)]
 

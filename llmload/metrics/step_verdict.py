@@ -13,10 +13,12 @@ it records in ``PREFIX_run.json`` for the report to use the same).
   (:func:`llmload.metrics.confidence.judge`, which also gives the 95 % interval and "borderline");
 * an unscoped SLO over every row; a scoped one (``rag:ttft_p95_ms``) over its scenario's rows,
   keyed ``rag:ttft_p95_ms``, unless the step is of that scenario alone (``scope``), where it is
-  keyed by its metric. Task SLOs (``task_p95_s``) are judged over tasks elsewhere, not here;
-* **no verdict** when the step has fewer than ``sample_floor`` ok requests, or a scenario with a
-  scoped SLO has fewer there (a thin scenario cannot vouch for its SLO); else **broken** (naming
-  every broken SLO) or **met**.
+  keyed by its metric; a model SLO (``adapter-a:ttft_p95_ms``, :func:`llmload.metrics.slo.scope_models`)
+  over the rows of that model alone, keyed so. Task SLOs (``task_p95_s``) are judged over tasks
+  elsewhere, not here;
+* **no verdict** when the step has fewer than ``sample_floor`` ok requests, or a scenario or a
+  model with a scoped SLO has fewer there (a thin scenario cannot vouch for its SLO); else
+  **broken** (naming every broken SLO) or **met**.
 
 Usage::
 
@@ -50,20 +52,23 @@ def measured_from(first_start: float, warmup_s: float) -> float:
 @dataclass(frozen=True)
 class WindowRows:
     """The requests that started in a step's judged window (cancelled ones left out), by column:
-    ``status`` and ``scenario`` (str), and the float columns the SLOs read (NaN: no value)."""
+    ``status`` and ``scenario`` (str), the float columns the SLOs read (NaN: no value), and
+    ``model`` (str, "" outside a models: mix; None: not known, no model SLO can be judged)."""
 
     status: np.ndarray
     scenario: np.ndarray
     columns: Mapping[str, np.ndarray]
+    model: np.ndarray | None = None
 
     @classmethod
     def from_tuples(cls, rows: Sequence[tuple], columns: Iterable[str] = ()) -> WindowRows:
         """From ``PREFIX_requests.csv`` rows as tuples (``RequestRecord.row()`` order)."""
-        st, sc = _COL["status"], _COL["scenario"]
+        st, sc, md = _COL["status"], _COL["scenario"], _COL["model"]
         out = {c: np.array([np.nan if r[_COL[c]] is None else float(r[_COL[c]]) for r in rows], dtype=float)
                for c in columns}
         return cls(np.array([str(r[st]) for r in rows], dtype=object),
-                   np.array([str(r[sc]) for r in rows], dtype=object), out)
+                   np.array([str(r[sc]) for r in rows], dtype=object), out,
+                   np.array([(r[md] if len(r) > md else "") or "" for r in rows], dtype=object))
 
     def __len__(self) -> int:
         return len(self.status)
@@ -105,12 +110,15 @@ def judge_step(rows: WindowRows, slos: Sequence[SLO], sample_floor: int, scenari
     out = StepVerdict(NO_VERDICT, ok=int(ok.sum()), requests=len(rows))
     thin = [] if out.ok >= sample_floor else [f"only {out.ok} ok requests (< {sample_floor})"]
     for slo in slos:
-        own = slo.scenario is None or slo.scenario == scope
-        mine = np.ones(len(rows), dtype=bool) if own else rows.scenario == slo.scenario
-        key = slo.metric if own else f"{slo.scenario}:{slo.metric}"
+        own = slo.scope is None or (slo.model is None and slo.scenario == scope)
+        if slo.model is not None:
+            mine = rows.model == slo.model if rows.model is not None else np.zeros(len(rows), dtype=bool)
+        else:
+            mine = np.ones(len(rows), dtype=bool) if own else rows.scenario == slo.scenario
+        key = slo.metric if own else slo.key
         n_ok = int((ok & mine).sum())
-        if not own and n_ok < sample_floor and not any(t.startswith(f"{slo.scenario}:") for t in thin):
-            thin.append(f"{slo.scenario}: only {n_ok} ok requests (< {sample_floor})")
+        if not own and n_ok < sample_floor and not any(t.startswith(f"{slo.scope}:") for t in thin):
+            thin.append(f"{slo.scope}: only {n_ok} ok requests (< {sample_floor})")
         finished = int(mine.sum())
         errors = int((mine & ~ok).sum())
         if slo.column is None:

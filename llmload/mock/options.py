@@ -11,6 +11,7 @@ from llmload.mock.admin_api import ADMIN_PATHS
 from llmload.mock.engine import EngineParams
 from llmload.mock.faults import Fault, parse_fault_rate
 from llmload.mock.gpu_telemetry import GpuModel, parse_throttle
+from llmload.mock.lora import LoraConfig, add_lora_arguments, lora_config
 from llmload.mock.metrics_state import METRIC_FORMATS
 from llmload.mock.priority_engine import POLICIES
 from llmload.mock.profiles import DEFAULT_PROFILE, PROFILES, Profile, get_profile
@@ -48,6 +49,7 @@ class MockConfig:
     rerank_per_pair_ms: float = 0.05  # /v1/rerank, /v1/score: a step's cost per query-document pair
     admin_log_path: str | None = None  # --admin-log: the admin calls (cache resets, profiler), one JSON line each
     fail_admin: tuple[str, ...] = ()  # --fail-admin: admin paths answered 500
+    lora: LoraConfig | None = None  # --lora-adapters: adapters beside the base model, in --max-loras slots
     audio_rtfx: float = 100.0  # /v1/audio/transcriptions: audio seconds the encoder transcribes per second
     audio_itl_ms: float = 2.0  # and the time between a transcript's words
     scheduling: str = "fcfs"  # --scheduling: fcfs, or priority (vLLM's policy, with preemption)
@@ -115,6 +117,7 @@ def add_mock_arguments(p: argparse.ArgumentParser) -> None:
     e.add_argument("--rerank-per-pair-ms", type=NON_NEGATIVE_MS, default=0.05, metavar="MS",
                    help="/v1/rerank and /v1/score: a step's cost per query-document pair (default 0.05; the step "
                         "also costs --embed-base-ms)")
+    add_lora_arguments(p)
     a = p.add_argument_group("audio transcription (/v1/audio/transcriptions: steps batched by seconds of audio)")
     a.add_argument("--audio-rtfx", type=number(above=0, noun="audio seconds per second"), default=100.0,
                    metavar="X", help="the encoder's real-time factor: audio seconds it transcribes per second, "
@@ -198,6 +201,7 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
         rerank_per_pair_ms=getattr(args, "rerank_per_pair_ms", 0.05),
         admin_log_path=getattr(args, "admin_log", None),
         fail_admin=tuple(getattr(args, "fail_admin", None) or ()),
+        lora=lora_config(args),
         audio_rtfx=getattr(args, "audio_rtfx", 100.0),
         audio_itl_ms=getattr(args, "audio_itl_ms", 2.0),
         scheduling=scheduling,

@@ -37,6 +37,7 @@ from llmload.mock.faults import Fault, FaultPicker
 from llmload.mock.fixed_engine import FixedEngine
 from llmload.mock.gpu_telemetry import GpuMeter, render_dcgm
 from llmload.mock.http_request import RequestError, parse_request
+from llmload.mock.lora import LoraSlots
 from llmload.mock.messages_api import full_response as full_messages_response
 from llmload.mock.messages_api import parse_messages_body
 from llmload.mock.metrics_state import EngineStats, LatencyHistogram
@@ -89,6 +90,7 @@ class MockServer:
         self.gpu = GpuMeter(config.gpu, perf_counter())  # its clock restarts at start()
         self.engine.gpu = self.gpu
         self.faults = FaultPicker(config.fault_rates, config.seed)
+        self.lora = LoraSlots(config.lora, config.model) if config.lora is not None else None  # --lora-adapters
         self._rng = random.Random(config.seed)
         self._wake = gevent.event.Event()
         self._server = StreamServer((host, port), self._handle, backlog=4096)
@@ -238,13 +240,15 @@ class MockServer:
             self._send(sock, 405, api.error_body(405, f"{path} takes GET"))
         elif path == "/health":
             self._send(sock, 200, b"", "text/plain")
+        elif path == "/v1/models" and self.lora is not None:  # the base model and its adapters
+            self._send(sock, 200, self.lora.models_body(self.max_model_len))
         elif path == "/v1/models":
             model = {"id": self.config.model, "object": "model", "created": 0, "owned_by": "llmload-mock",
                      "max_model_len": self.max_model_len}
             self._send(sock, 200, json.dumps({"object": "list", "data": [model]}).encode())
         elif path == "/metrics":
             text = render_metrics(self.engine, self.config.model, self.requests_by_outcome, self.lag,
-                                  self.write_span)
+                                  self.write_span) + (self.lora.metrics_text() if self.lora is not None else "")
             self._send(sock, 200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
         elif path == "/dcgm/metrics":  # where dcgm-exporter would be (its own :9400/metrics)
             self._send(sock, 200, render_dcgm(self.gpu, perf_counter()).encode(), "text/plain; version=0.0.4")
@@ -288,6 +292,10 @@ class MockServer:
             self._send(sock, 400, api.error_body(400, str(e)))
             self._log_request(rid, arrival_mono, arrival_unix, None, "error:400", 0, 0)
             return True
+        if self.lora is not None and not self.lora.serves(req.model):
+            self._send(sock, 404, self.lora.not_found_body(req.model))
+            self._log_request(rid, arrival_mono, arrival_unix, None, "error:404", 0, 0)
+            return True
         if turn_away(self, sock, req, rid, arrival_mono, arrival_unix):  # --max-queue: the queue ahead is full
             return True
         stream = ServedStream(self.engine, sock, req, rid, fault, arrival_mono, arrival_unix)
@@ -308,6 +316,7 @@ class MockServer:
             engine_req.slow_first_s = fault.seconds
         if fault is not None and fault.kind == "stall":
             engine_req.stall_after, engine_req.stall_s = 1, fault.seconds
+        adapter = self.lora.acquire(req.model) if self.lora is not None else None  # waits for its slot and load
         seq = self.engine.submit(engine_req, perf_counter())
         seq.user = stream
         stream.seq = seq
@@ -333,6 +342,8 @@ class MockServer:
             stream.stop_watching()
             if not stream.done:  # killed (server stopping)
                 self.engine.abort(seq)
+            if adapter is not None:
+                self.lora.release(adapter)
         if not req.stream and not stream.gone:
             text = "".join(stream.text)
             cached = seq.cached_tokens

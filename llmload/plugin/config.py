@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from llmload.metrics.slo import SLO, parse_slo
+from llmload.metrics.slo import SLO, parse_slo, scope_models
 from llmload.plugin.isolation_setup import IsolationSetup, check_isolation
 from llmload.plugin.option_checks import (
     ConfigError,
@@ -284,6 +284,12 @@ def build_config(environment: Any, require_host: bool = False) -> RunConfig:
                        server_metrics=server_metrics_setup(environment), faults=fault_settings(environment))
     for cls in classes:
         config.setup_for(cls)
+    workloads = [w for spec in config.scenarios for w in spec.workloads]
+    try:  # --slo adapter-a:ttft_p95_ms=800: a model of a models: mix, judged over its requests alone
+        config.slos = scope_models(config.slos, {w.name for w in workloads},
+                                   {m for w in workloads if w.models for m in w.models.names})
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     _check_shape(environment, config.shape)
     config.warmup = _warmup(environment, config)
     hook_settings(environment)  # --reset-cache, --profile-step, --profile-options

@@ -37,6 +37,7 @@ _SCENARIO = COL.scenario
 _START = COL.start_time
 _E2E = COL.e2e_ms
 _PHASE = COL.phase
+_MODEL = COL.model
 
 
 class LiveWindow:
@@ -46,6 +47,9 @@ class LiveWindow:
         # The warm-up's rows (phase=warmup) apart: shown live, never judged (the SLO stop, the search)
         self._warmup: dict[int, dict[str, ScenarioStats]] = defaultdict(dict)
         self._itl: dict[int, dict[str, Histogram]] = defaultdict(dict)
+        # models: mixes: (scenario, model) → the same, for the per-model rows (warm-up included)
+        self._models: dict[int, dict[tuple[str, str], ScenarioStats]] = defaultdict(dict)
+        self._model_itl: dict[int, dict[tuple[str, str], Histogram]] = defaultdict(dict)
 
     def add_row(self, row: tuple) -> None:
         end = row[_START] + (row[_E2E] or 0.0) / 1000.0
@@ -54,6 +58,13 @@ class LiveWindow:
         if s is None:
             s = bucket[row[_SCENARIO]] = ScenarioStats()
         s.add_row(row)
+        if len(row) > _MODEL and row[_MODEL]:  # a row cut short (written before the column) has none
+            by_model = self._models[int(end)]
+            key = (row[_SCENARIO], row[_MODEL])
+            m = by_model.get(key)
+            if m is None:
+                m = by_model[key] = ScenarioStats()
+            m.add_row(row)
 
     def add_itl(self, scenario: str, hist: Histogram, now: float) -> None:
         bucket = self._itl[int(now)]
@@ -68,10 +79,18 @@ class LiveWindow:
             itl = data.get("histograms", {}).get("itl")
             if itl:
                 self.add_itl(name, Histogram.from_wire(itl), now)
+            for model, part in (data.get("models") or {}).items():
+                itl = part.get("histograms", {}).get("itl")
+                if itl:
+                    bucket = self._model_itl[int(now)]
+                    h = bucket.get((name, model))
+                    if h is None:
+                        h = bucket[(name, model)] = Histogram()
+                    h.merge(Histogram.from_wire(itl))
 
     def prune(self, now: float) -> None:
         cutoff = int(now - KEEP_S)
-        for store in (self._rows, self._warmup, self._itl):
+        for store in (self._rows, self._warmup, self._itl, self._models, self._model_itl):
             for sec in [s for s in store if s < cutoff]:
                 del store[sec]
 
@@ -95,6 +114,22 @@ class LiveWindow:
                     t = out[name] = ScenarioStats()
                 t.hist["itl"].merge(h)
         return out, float(hi - lo)
+
+    def model_snapshot(self, now: float, lag_s: float) -> list[dict[str, Any]]:
+        """One live row per (scenario, model) of a models: mix over the window, with a ``model`` key."""
+        hi = int(now - lag_s)
+        lo = hi - int(self.window_s)
+        out: dict[tuple[str, str], ScenarioStats] = {}
+        for sec in range(lo, hi):
+            for key, s in self._models.get(sec, {}).items():
+                t = out.get(key)
+                if t is None:
+                    t = out[key] = ScenarioStats()
+                t.merge(s)
+            for key, h in self._model_itl.get(sec, {}).items():
+                if key in out:
+                    out[key].hist["itl"].merge(h)
+        return [{**window_row(name, s, float(hi - lo)), "model": model} for (name, model), s in sorted(out.items())]
 
     def snapshot(self, now: float, lag_s: float) -> list[dict[str, Any]]:
         per, w = self.merged(now, lag_s)
@@ -146,12 +181,14 @@ class LiveHistory:
         self.limited_intervals: list[str] = []  # one text per interval in which a client was limited
         self.error_intervals: list[str] = []  # one text per interval in which errors dominated
         self.limited_causes: dict[str, int] = {}  # health.verdict's cause → intervals
+        self.models_latest: list[dict[str, Any]] = []  # the newest sample's per-model rows (models: mixes)
 
     def sample(self, live: LiveWindow, now: float, lag_s: float, users: int, in_flight: dict[str, int],
                health: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """One row per scenario over the window ending ``lag_s`` before ``now``."""
         live.prune(now)
         rows = live.snapshot(now, lag_s)
+        self.models_latest = [{k: v for k, v in r.items() if k != "_stats"} for r in live.model_snapshot(now, lag_s)]
         limited = [h for h in health if h.get("limited")]
         total = rows[-1]  # Aggregated, or the only scenario
         if total["errors_dominate"]:  # the server's failures first; the client is not blamed for them

@@ -163,16 +163,27 @@ def task_cell(stats_row: dict[str, Any] | None) -> str:
 def stopped_rows(view: LiveView) -> list[dict[str, Any]]:
     """After a test: the whole run per scenario, marked stopped (not the last live window)."""
     out = []
-    for r in view.stats_rows():
+    for r in [*view.stats_rows(), *_model_rows(view)]:
         row = {k: three_digits(r.get(src)) for k, src in STOPPED.items()}
         row["cache_hit_ratio"] = three_digits(_percent(r.get(STOPPED["cache_hit_ratio"])))
         row["tasks"] = task_cell(r)
         errors = {st: r.get(st, 0) for st in STATUSES if st not in (OK, "cancelled") and r.get(st)}
-        row.update({"scenario": r["scenario"], "window": f"whole run ({r.get('duration_s') or 0:.0f} s), stopped",
+        row.update({"scenario": _label(r), "window": f"whole run ({r.get('duration_s') or 0:.0f} s), stopped",
                     "in_flight": "stopped", "errors_text": ", ".join(f"{k} {v}" for k, v in errors.items()) or "none",
                     "client": "run stopped", **{k: NO_VALUE for k in SERVER_KEYS}})
         out.append(row)
     return out
+
+
+def _model_rows(view: LiveView) -> list[dict[str, Any]]:
+    """models: mixes: the rows per (scenario, model) (a view without them: none)."""
+    rows_of = getattr(view, "model_rows", None)
+    return rows_of() if rows_of is not None else []
+
+
+def _label(r: dict[str, Any]) -> str:
+    """The Scenario cell: the scenario, and the model of a per-model row (``chat · adapter-a``)."""
+    return f"{r['scenario']} · {r['model']}" if r.get("model") else r["scenario"]
 
 
 def _client_text(health: list[dict[str, Any]]) -> str:
@@ -206,14 +217,16 @@ def tab_rows(view: LiveView) -> list[dict[str, Any]]:
                     "errors_text": f"{failed:.0f} % of requests failed ({by_status}): the server, or the way to it",
                     "client": "not judged"})
         client = "not judged (errors dominate)"
-    for r in latest:
+    for r in [*latest, *_model_rows(view)]:
         row = {k: three_digits(r.get(k)) for k, _ in TABLE}
         row["cache_hit_ratio"] = three_digits(_percent(r.get("cache_hit_ratio")))
         row["window"] = f"last {r.get('window_s') or 0:.0f} s"
-        row["tasks"] = task_cell(tasks.get(r["scenario"]))
+        row["tasks"] = task_cell(tasks.get(r["scenario"]) if not r.get("model") else None)  # tasks: per scenario
         row["errors_text"] = ", ".join(f"{k} {v}" for k, v in sorted(r.get("errors_by_status", {}).items())) or "none"
         row["client"] = client
-        whole = r["scenario"] == AGGREGATED or len(latest) == 1
+        whole = not r.get("model") and (r["scenario"] == AGGREGATED or len(latest) == 1)
         row.update(server_cells(sample, r.get(_TTFT_MEAN)) if whole else {k: "" for k in SERVER_KEYS})
+        if r.get("model"):  # a model's row: in flight is counted per scenario only
+            row.update({"scenario": _label(r), "in_flight": ""})
         out.append(row)
     return out

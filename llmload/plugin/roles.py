@@ -183,16 +183,16 @@ class Role:
             print("\n" + end_of_run_text(table, hit_ratios, parts.history, parts.stop_reason, interval_s, lost,
                                          files.prefix, files.error, parts.clients.stall_notes(),
                                          refused_note(self.refused_workers()), parts.option("seed"),
-                                         parts.warmup_rows.summary()) + "\n",
-                  flush=True)
+                                         parts.warmup_rows.summary()) + "\n", flush=True)
             if files.requests is not None:
                 print(f"llmload: {files.requests.rows_written} request rows in {files.requests.path}", flush=True)
 
         run_each("the end of the run", (
             ("the rows still queued", self.flush_queued), ("the stats table", lambda: table.extend(parts.stats.rows())),
             ("the client health", parts.health.stop), ("the history's last row", self.last_sample),
-            ("PREFIX_llm_stats.csv", lambda: files.write_llm_stats(table)), ("the history file", files.close_history),
-            ("PREFIX_run.json's end", lambda: files.run.finish(time.time())), ("the summary", summary)))
+            ("PREFIX_llm_stats.csv", lambda: files.write_llm_stats([*table, *parts.stats.model_rows()])),
+            ("the history file", files.close_history), ("PREFIX_run.json's end", lambda: files.run.finish(time.time())),
+            ("the summary", summary)))
 
 
 class LocalRole(Role):

@@ -114,7 +114,8 @@ def write_llm_stats(path: str, rows: list[dict[str, Any]]) -> None:
     tmp = path + ".tmp"
     try:
         with open(tmp, "w", newline="", encoding="utf-8") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            # every row's columns in first-seen order: the per-model rows add ``model`` (models: mixes)
+            w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)), restval="")
             w.writeheader()
             w.writerows(rows)
         os.replace(tmp, path)

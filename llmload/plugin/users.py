@@ -48,6 +48,7 @@ from llmload.workload.arrival import ArrivalGate
 from llmload.workload.file.scenario import ScenarioSpec, WorkloadSpec, load_scenario_cached, resolve_scenario_path
 from llmload.workload.graph_session import GraphSession
 from llmload.workload.images import ImageSet
+from llmload.workload.model_mix import ModelPicker
 from llmload.workload.request import LLMRequest, Workload
 from llmload.workload.scenario_workload import ScenarioWorkload, stable_seed
 from llmload.workload.synthetic import SyntheticChat
@@ -110,6 +111,7 @@ class LLMUser(User):
         self.connections: ConnectionPool | None = None  # call graphs: more connections for calls that overlap
         self._backoff: Backoff | None = None
         self._trace_context = False
+        self._models: ModelPicker | None = None  # models: the draw of each request's model
         self.priority_class = ""  # the workload's priority: class, written into every row (its value is in the body)
         self.extra_transports: list[Any] = []  # a RAG pipeline's embed and rerank connections
 
@@ -133,8 +135,10 @@ class LLMUser(User):
         if endpoint == "messages":  # Anthropic's x-api-key and anthropic-version (the /v1/models probe too)
             client = for_messages_api(client, key_header_given=bool(plugin.option("api_key_header")))
         self.transport = make_transport(setup.transport, self.host, ENDPOINTS[endpoint], client)
-        model = plugin.option("model") or (spec.model if spec and spec.model else None) or self.model \
-            or plugin.resolve_model(self.host, client)
+        mix = spec.models if spec is not None else None  # models: wins over --model (the mix is the workload)
+        model = (mix.names[0] if mix else None) or plugin.option("model") \
+            or (spec.model if spec and spec.model else None) or self.model or plugin.resolve_model(self.host, client)
+        self._models = None if mix is None else ModelPicker(mix, stable_seed(self.seed(), "models"))
         if plugin.spans is not None:  # --otlp-endpoint: what this scenario's spans name (the record does not)
             plugin.spans.describe(spec.name if spec is not None else self.scenario_name, endpoint, model, self.host)
         if spec is None:
@@ -295,6 +299,8 @@ class LLMUser(User):
         if scheduled_time is None:  # a send due at a time (trace, open-loop arrivals) goes out then
             yield_if_turn_is_long()
         runner = self.environment.runner
+        if self._models is not None and body is None:  # a body built ahead (traces) keeps its model
+            request.model = self._models.pick(request.session_id)
         meta = RequestMeta(
             request_id=self.plugin.next_request_id(),
             start_time=0.0,
@@ -311,6 +317,7 @@ class LLMUser(User):
             requested_image_tokens=request.image_tokens,
             call_id=request.call_id,
             call_after=request.call_after,
+            model=request.model if self._models is not None else "",
             priority=self.priority_class,
         )
         headers = request.headers

@@ -46,6 +46,12 @@ class RunViews:
     def latest_rows(self) -> list[dict[str, Any]]:
         return self._parts.history.latest()
 
+    def model_rows(self) -> list[dict[str, Any]]:
+        """models: mixes: the newest live rows per (scenario, model); the whole run's once it ended."""
+        if self.run_finished and self.runner_state() in ("stopped", "ready", ""):
+            return self._parts.stats.model_rows()
+        return self._parts.history.models_latest
+
     def history_rows(self, since: float = float("-inf")) -> list[dict[str, Any]]:
         return self._parts.history.rows_since(since)
 

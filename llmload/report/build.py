@@ -13,16 +13,16 @@ import pandas as pd
 
 from llmload import files
 from llmload.metrics.catalog import RTFX
-from llmload.metrics.slo import ERROR_RATE, SLO, slos_for, with_error_budget
+from llmload.metrics.slo import ERROR_RATE, SLO, scope_models, slos_for, with_error_budget
 from llmload.metrics.step_verdict import step_slos as step_slos_of
 from llmload.report.capacity import cost_at, find_capacity, plan_for
 from llmload.report.gpu import GpuRun, attach_gpu_metrics, flag_gpu_steps, load_gpu_metrics
-from llmload.report.load import load_requests
+from llmload.report.load import ReportError, load_requests
 from llmload.report.model import DEFAULT_WARMUP_S, Report, ReportOptions, Section
 from llmload.report.prefix_truth import check_intended_hits
 from llmload.report.run_identity import read_manifest, search_warmup, search_windows
 from llmload.report.server import attach_server_metrics
-from llmload.report.steps import mark_step_endings, measure_steps
+from llmload.report.steps import mark_step_endings, measure_steps, model_column
 
 
 def prefix_cache_stats(df: pd.DataFrame) -> dict[str, Any] | None:
@@ -74,8 +74,11 @@ def _section(name: str, df: pd.DataFrame, slos: list[SLO], opts: ReportOptions, 
                         f"{capacity['next_step_level']:g} {unit}: noise or an unstable server; rerun with "
                         "longer steps. Capacity stays below the first failing step.")
     for t in capacity.get("thin_above") or []:
-        warnings.append(f"{where}the step at {t['level']:g} {unit} had only {t['ok']} ok requests (< "
-                        f"{opts.sample_floor}): no verdict, not capacity, not priced")
+        why = f"only {t['ok']} ok requests (< {opts.sample_floor})"
+        if t["ok"] >= opts.sample_floor:  # thin where a scenario or a model has an SLO of its own: say which
+            why = next((s.data["note"].removesuffix(": no verdict, never capacity") for s in steps
+                        if s.data["level"] == t["level"] and s.data.get("thin") and s.data.get("note")), why)
+        warnings.append(f"{where}the step at {t['level']:g} {unit} had {why}: no verdict, not capacity, not priced")
     cap_step = next((s.data for s in steps if s.data["start_time"] == capacity.get("start_time")), None)
     if cap_step is not None and RTFX.name in cap_step:  # transcription: the capacity step's real-time factor
         capacity[RTFX.name] = cap_step[RTFX.name]
@@ -122,12 +125,18 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
         notes.append(f"{loaded.warmup_rows} request(s) of the run's warm-up (--warmup-seconds, phase=warmup) are left "
                      "out of every step, capacity and cost")
     scenario_names = [str(s) for s in df["scenario"].unique()]
-    unknown = sorted({s.scenario for s in opts.slos if s.scenario and s.scenario not in scenario_names})
+    model_of = model_column(df)
+    try:  # a scope that names a model of a models: mix judges that model's requests alone
+        given = scope_models(opts.slos, scenario_names, {m for m in model_of if m})
+    except ValueError as e:
+        raise ReportError(str(e)) from None
+    unknown = sorted({s.scenario for s in given if s.scenario and s.scenario not in scenario_names})
     warnings = list(loaded.warnings) + manifest_warnings
     if unknown:
+        models_text = f"; models {', '.join(sorted({m for m in model_of if m}))}" if any(model_of) else ""
         warnings.append(f"SLO(s) for scenario(s) {', '.join(unknown)} that the run does not have: "
-                        f"the run has {', '.join(scenario_names)}")
-    slos = with_error_budget(opts.slos, opts.error_budget)
+                        f"the run has {', '.join(scenario_names)}{models_text}")
+    slos = with_error_budget(given, opts.error_budget)
     gpus = load_gpu_metrics(prefix)  # PREFIX_gpu_metrics.csv: flags throttled steps before capacity
     # A run of one scenario is that scenario: its scoped SLOs apply to the whole run too.
     scope = scenario_names[0] if len(scenario_names) == 1 else None
@@ -140,7 +149,8 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
     if len(scenario_names) > 1:
         for name in scenario_names:
             sub = df[(df["scenario"] == name).to_numpy()]
-            mine = slos_for(slos, name)
+            served = set(model_of[(df["scenario"] == name).to_numpy()])
+            mine = [s for s in slos_for(slos, name) if s.model is None or s.model in served]
             scenarios[name] = _section(name, sub, mine, opts, warmup, notes, warnings, mine, scenario_names, name,
                                        windows, gpus)
     whole = slos_for(slos, scope)

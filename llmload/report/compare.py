@@ -30,6 +30,7 @@ from llmload.report.format import fmt, fmt_pct, fmt_usd
 from llmload.report.gpu import gpu_columns
 from llmload.report.load import ReportError
 from llmload.report.model import Report, ReportOptions
+from llmload.report.models import compare_models
 from llmload.report.server import server_columns
 
 
@@ -136,6 +137,7 @@ class Comparison:
                 "error_budget": self.runs[0].report.error_budget if self.runs else None,
                 "steps_by": self.runs[0].report.level if self.runs else None,
                 "matched_level": self.matched_level, "notes": self.notes, "runs": out_runs,
+                "models": compare_models([(r.label, r.report) for r in self.runs]),  # runs with models: mixes
                 "noise": [{k: v for k, v in r.items() if not k.startswith("_")} for r in self.noise]}
 
 

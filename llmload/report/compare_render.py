@@ -15,6 +15,7 @@ from llmload.report import charts as ch
 from llmload.report.compare import COLUMNS, Comparison
 from llmload.report.document import Block, clean, render_html, render_markdown, write_files
 from llmload.report.format import fmt
+from llmload.report.models import compare_models, compare_models_table
 
 
 def comparison_blocks(cmp: Comparison) -> list[Block]:
@@ -27,6 +28,10 @@ def comparison_blocks(cmp: Comparison) -> list[Block]:
         f"(steps by {cmp.level_label}). Matched load for latencies: {matched}."])]
     out.append(Block("Side by side", 2, header=["", *[r.label for r in cmp.runs]],
                      rows=[[c.title, *[c.fmt(c.value(r)) for r in cmp.runs]] for c in COLUMNS]))
+    by_model = compare_models([(r.label, r.report) for r in cmp.runs])
+    if by_model:  # every run has models: mixes
+        header, rows = compare_models_table(by_model, [r.label for r in cmp.runs])
+        out.append(Block("Per model", 2, header=header, rows=rows))
     out.append(Block("Throughput vs latency", 2, chart="curves",
                      caption=ch.CAPTIONS["curves"].format(label=cmp.level_label)))
     real = [r for r in cmp.noise if r["verdict"] == "real"]

@@ -23,6 +23,7 @@ from llmload.report.document import Block, clean, render_html, render_markdown, 
 from llmload.report.format import fmt, fmt_usd
 from llmload.report.gpu import gpu_table
 from llmload.report.model import Report, Section
+from llmload.report.models import models_json, models_tables
 from llmload.report.run_identity import manifest_rows
 from llmload.report.server import server_table
 from llmload.report.traffic import traffic_json, traffic_tables
@@ -202,6 +203,7 @@ def blocks(report: Report) -> list[Block]:
     # production-shaped workloads: agent tasks, text vs image input, schedule lag (llmload.report.traffic)
     out += [Block(h, 2, header=hd, rows=r) for h, hd, r in traffic_tables(traffic_json(report))]
     out += [Block(h, 2, header=hd, rows=r) for h, hd, r in classes_tables(classes_json(report))]  # priority:
+    out += [Block(h, 2, header=hd, rows=r) for h, hd, r in models_tables(models_json(report))]  # models: mixes
     out.append(Block("Notes", 2, text=[f"- {n}" for n in report.notes] + [
         "- Latency percentiles are over ok requests that started in a step's measured window, each with its "
         "sample count and a 95 % order-statistic interval; a verdict whose limit lies inside the interval is "
@@ -280,7 +282,7 @@ def write_all(report: Report, out_dir: str, name_prefix: str = "") -> list[str]:
     bl = blocks(report)
     return write_files(out_dir, {
         names["report.json"]: json.dumps(clean({**report.to_json(), **traffic_json(report),
-                                                      **classes_json(report)}), indent=2),
+                                                      **classes_json(report), **models_json(report)}), indent=2),
         names["report.md"]: render_markdown(bl, charts, names["report.html"]),
         names["report.html"]: render_html(bl, charts),
         names["vllm_bench_serve.json"]: json.dumps(clean(vllm_export(report)), indent=2),

@@ -127,6 +127,14 @@ def _share_inside(start: np.ndarray, end: np.ndarray, w0: float, w1: float) -> n
         return np.where(life > 0, inside / np.where(life > 0, life, 1.0), point)
 
 
+def model_column(df: pd.DataFrame) -> np.ndarray:
+    """The rows' ``model`` as str ("" where the request named none: no models: mix)."""
+    if "model" not in df.columns:
+        return np.full(len(df), "", dtype=object)
+    col = df["model"]
+    return col.astype(object).where(col.notna(), "").astype(str).to_numpy(dtype=object)
+
+
 def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO], sample_floor: int = SAMPLE_FLOOR,
                   scenarios: list[str] | None = None, scope: str | None = None,
                   windows: list[tuple[float, float, float]] = ()) -> tuple[list[Step], list[str], list[str]]:
@@ -137,6 +145,7 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO], sample_flo
     if scenarios is None:
         scenarios = [str(s) for s in df["scenario"].astype(str).unique()]
     scenario_col = df["scenario"].astype(str).to_numpy(dtype=object)
+    model_col = model_column(df)
     warnings: list[str] = []
     start = df["start_time"].to_numpy(dtype=float)
     end_t = df["end_time"].to_numpy(dtype=float)
@@ -151,7 +160,8 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO], sample_flo
     good = ok.copy()  # a failed request is never good
     for slo in slos:
         if slo.column is not None:
-            good &= np.nan_to_num(cols[slo.column], nan=np.inf) <= slo.limit
+            within = np.nan_to_num(cols[slo.column], nan=np.inf) <= slo.limit
+            good &= within if slo.model is None else (within | (model_col != slo.model))  # a model's: its rows
     open_loop = "arrival_rate" in df.columns and df["level"].equals(df["arrival_rate"].astype(float))
     users_col = df["users"].to_numpy(dtype=float)
     longest = float(np.nanmax(end_t - start)) if len(start) else 0.0
@@ -205,7 +215,7 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO], sample_flo
             entry[catalog.REQUEST_RTFX.name] = _pcts(v[np.isfinite(v)])
         entry["goodput_rps"] = round(float((share * good[near]).sum()) / dur, 4)
         window = WindowRows(status[started], scenario_col[started],
-                            {c: cols[c][started] for c in {s.column for s in slos if s.column}})
+                            {c: cols[c][started] for c in {s.column for s in slos if s.column}}, model_col[started])
         verdict = judge_step(window, slos, sample_floor, scenarios, dur, scope)
         entry["thin"] = verdict.thin
         entry["slo"] = verdict.slo

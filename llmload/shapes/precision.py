@@ -74,11 +74,13 @@ def measured_slos(slos: Sequence[SLO]) -> list[SLO]:
 
 
 def estimate(slo: SLO, rows: Sequence[tuple]) -> Estimate:
-    """``slo``'s metric over ``rows`` (request rows, REQUESTS_COLUMNS order), ok ones of its scenario."""
-    col, status, scenario = getattr(COL, slo.column or ""), COL.status, COL.scenario
+    """``slo``'s metric over ``rows`` (request rows, REQUESTS_COLUMNS order), ok ones of its scenario
+    (or of its model)."""
+    col, status, scenario, model = getattr(COL, slo.column or ""), COL.status, COL.scenario, COL.model
     values = np.array([r[col] for r in rows if r[status] == OK and r[col] is not None
-                       and (slo.scenario is None or r[scenario] == slo.scenario)], dtype=float)
-    name = f"{slo.scenario}:{slo.metric}" if slo.scenario else slo.metric
+                       and (slo.scenario is None or r[scenario] == slo.scenario)
+                       and (slo.model is None or r[model] == slo.model)], dtype=float)
+    name = slo.key
     if not len(values):
         return Estimate(name, 0, None, None, None)
     if slo.quantile is None:

@@ -218,6 +218,9 @@ class StepSample:
         scoped &= self.scenarios if self.scenarios is not None else {str(r[_COL["scenario"]]) for r in rows}
         if any(sum(1 for r in ok if r[_COL["scenario"]] == name) < self.floor for name in scoped):
             return False  # a scenario with an SLO of its own needs its floor too (no verdict without)
+        models = {s.model for s in self.slos if s.model is not None}  # and a model with one (models: mixes)
+        if any(sum(1 for r in ok if r[_COL["model"]] == name) < self.floor for name in models):
+            return False
         mean_e2e_s = float(np.mean([r[_COL["e2e_ms"]] or 0.0 for r in ok])) / 1000.0
         last = max(r[_COL["start_time"]] for r in rows)
         return last - (self.measure_from or last) >= E2E_MULTIPLE * mean_e2e_s

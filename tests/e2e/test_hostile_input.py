@@ -44,6 +44,12 @@ YAML = [
     ("no results", "workloads:\n  r:\n    endpoint: rerank\n    top_n: 0\n",
      "y.yaml:4: workloads.r.top_n: expected a whole number >= 1, got 0"),
     ("a pipeline of text", "workloads:\n  p:\n    pipeline: embed\n", "workloads.p.pipeline: expected a mapping"),
+    ("huge zipf", "workloads:\n  chat:\n    models: {zipf: {n: 99999999}}\n",
+     "y.yaml:3: workloads.chat.models.zipf.n: 99999999 is too large: expected at most 10,000"),
+    ("model name with spaces", "workloads:\n  chat:\n    models: {' adapter-a': 0.5}\n",
+     "workloads.chat.models. adapter-a: expected a model name (text without surrounding spaces)"),
+    ("models as text", "workloads:\n  chat:\n    models: adapter-a\n",
+     "workloads.chat.models: expected a mapping of model names to weights"),
 ]
 
 

