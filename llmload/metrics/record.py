@@ -77,6 +77,7 @@ class RequestMeta:
     model: str = ""  # the model the request named, when its scenario mixes models (models:)
     priority: str = ""  # the request's priority class (priority:), when its scenario has one
     audio_seconds: float | None = None  # audio transcription: the length of the audio sent
+    span_id: str = ""  # --trace-context: the traceparent's parent id, the client span's (not a CSV column)
 
 
 @dataclass(slots=True)

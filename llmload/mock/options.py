@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from llmload.argtypes import PORT, POSITIVE_SECONDS, PROBABILITY, number
+from llmload.mock.admin_api import ADMIN_PATHS
 from llmload.mock.engine import EngineParams
 from llmload.mock.faults import Fault, parse_fault_rate
 from llmload.mock.gpu_telemetry import GpuModel, parse_throttle
@@ -46,6 +47,8 @@ class MockConfig:
     embed_batch_tokens: int = 16384  # tokens a step takes from the queue at most
     embed_dim: int = 384  # a vector's length when the request gives no dimensions
     rerank_per_pair_ms: float = 0.05  # /v1/rerank, /v1/score: a step's cost per query-document pair
+    admin_log_path: str | None = None  # --admin-log: the admin calls (cache resets, profiler), one JSON line each
+    fail_admin: tuple[str, ...] = ()  # --fail-admin: admin paths answered 500
     lora: LoraConfig | None = None  # --lora-adapters: adapters beside the base model, in --max-loras slots
     audio_rtfx: float = 100.0  # /v1/audio/transcriptions: audio seconds the encoder transcribes per second
     audio_itl_ms: float = 2.0  # and the time between a transcript's words
@@ -80,6 +83,10 @@ def add_mock_arguments(p: argparse.ArgumentParser) -> None:
                    help="open connections served at once; one more is answered 503 and closed (default 20000)")
     p.add_argument("--idle-timeout", type=POSITIVE_SECONDS, default=300.0, metavar="S",
                    help="close a connection that sends nothing of a request for S seconds (default 300)")
+    p.add_argument("--admin-log", metavar="FILE", help="append a JSON line per admin call (/reset_prefix_cache, "
+                                                       "/flush_cache, /start_profile, /stop_profile) to FILE")
+    p.add_argument("--fail-admin", action="append", default=[], metavar="PATH", choices=ADMIN_PATHS,
+                   help="answer this admin path with HTTP 500, e.g. /stop_profile (repeatable)")
     gpu = p.add_argument_group("simulated GPUs (/dcgm/metrics, in dcgm-exporter's shape)")
     gpu.add_argument("--gpus", type=number(at_least=1, integer=True), default=1, metavar="N",
                      help="GPUs the replica runs on; they share its work evenly (default 1)")
@@ -192,6 +199,8 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
         embed_batch_tokens=getattr(args, "embed_batch_tokens", 16384),
         embed_dim=getattr(args, "embed_dim", 384),
         rerank_per_pair_ms=getattr(args, "rerank_per_pair_ms", 0.05),
+        admin_log_path=getattr(args, "admin_log", None),
+        fail_admin=tuple(getattr(args, "fail_admin", None) or ()),
         lora=lora_config(args),
         audio_rtfx=getattr(args, "audio_rtfx", 100.0),
         audio_itl_ms=getattr(args, "audio_itl_ms", 2.0),

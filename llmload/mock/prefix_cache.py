@@ -6,6 +6,7 @@ Usage::
     cache = PrefixCache(capacity_blocks=1000)
     hashes = prompt_block_hashes(words)
     cached_tokens = cache.lookup(hashes, len(words)); cache.insert(hashes)
+    cache.clear()                                     # a reset: no block is cached any more
 """
 
 from __future__ import annotations
@@ -55,6 +56,13 @@ class PrefixCache:
             self._blocks.move_to_end(h)
         while len(self._blocks) > self.capacity:
             self._blocks.popitem(last=False)
+
+    def clear(self) -> int:
+        """Forget every block (vLLM's /reset_prefix_cache, SGLang's /flush_cache); the hit counters stay
+        (they are Prometheus counters). Returns the blocks forgotten."""
+        n = len(self._blocks)
+        self._blocks.clear()
+        return n
 
     def __len__(self) -> int:
         return len(self._blocks)

@@ -27,6 +27,7 @@ import gevent.event
 from gevent.server import StreamServer
 
 from llmload.mock import openai_api as api
+from llmload.mock.admin_api import ADMIN_PATHS, AdminLog, serve_admin
 from llmload.mock.admission import turn_away
 from llmload.mock.audio_serve import serve_transcription
 from llmload.mock.body_endpoints import BODY_PATHS, serve_whole_body
@@ -95,6 +96,8 @@ class MockServer:
         self._server = StreamServer((host, port), self._handle, backlog=4096)
         self._driver: gevent.Greenlet | None = None
         self._log: RequestLog | None = None
+        self.admin_log = AdminLog(config.admin_log_path) if config.admin_log_path else None  # admin_api
+        self.profiling = False  # /start_profile .. /stop_profile
         self._ids = 0
         self.requests_total = 0
         self.embedder: EmbeddingBatcher | None = None  # /v1/embeddings: started by the first request
@@ -130,6 +133,9 @@ class MockServer:
         if self._log is not None:
             self._log.close()
             self._log = None
+        if self.admin_log is not None:
+            self.admin_log.close()
+            self.admin_log = None
 
     # -- the engine's clock --------------------------------------------------------------------
     def _drive(self) -> None:
@@ -225,6 +231,9 @@ class MockServer:
             return self._completion(sock, path, headers, body, rx_mono)
         if path in BODY_PATHS and method == "POST":
             return serve_whole_body(self, sock, path, headers, body, rx_mono)
+        if path in ADMIN_PATHS:  # the cache resets and the profiler (admin_api)
+            serve_admin(self, sock, method, path, body)
+            return True
         if path == TRANSCRIPTIONS_PATH and method == "POST":
             return serve_transcription(self, sock, headers, body, rx_mono)
         if method != "GET":

@@ -36,6 +36,8 @@ from llmload.plugin.option_checks import (
     server_metrics_setup,
 )
 from llmload.plugin.options import option
+from llmload.plugin.server_hooks import hook_settings
+from llmload.plugin.span_export import check_span_options
 from llmload.shapes.schedules import STOP_ACTIONS, parse_rates, parse_steps
 from llmload.shapes.search import MODES
 from llmload.shapes.warmup import WarmupPlan, parse_warmup
@@ -290,6 +292,8 @@ def build_config(environment: Any, require_host: bool = False) -> RunConfig:
         raise ConfigError(str(e)) from None
     _check_shape(environment, config.shape)
     config.warmup = _warmup(environment, config)
+    hook_settings(environment)  # --reset-cache, --profile-step, --profile-options
+    check_span_options(environment)  # --otlp-endpoint, --otlp-header
     config.isolation = check_isolation(environment, config)
     return config
 

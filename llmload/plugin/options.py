@@ -145,6 +145,23 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--calibration", dict(default="", help="the JSON `llmload calibrate` wrote (default: ~/.cache/llmload/"
                                             "calibration.json when it is this host's); the client-limited verdict "
                                             "uses it; a worker uses its own, never the master's")),
+    # Server hooks and span export (issue 22): llmload.plugin.server_hooks, llmload.plugin.span_export
+    ("--reset-cache", dict(default="", help="empty the server's prefix cache before the run: vllm (POST "
+                                            "/reset_prefix_cache), sglang (POST /flush_cache) or auto (told from "
+                                            "its /metrics); a reset that fails ends the run before any load")),
+    ("--profile-step", dict(default="", metavar="N", help="run the server's profiler (POST /start_profile, "
+                                                          "/stop_profile) around the measured window of step N "
+                                                          "(the Nth load level after the warm-up; 1 for a plain "
+                                                          "-u/-t run), from the master only")),
+    ("--profile-options", dict(default="", metavar="JSON", help="the body of /start_profile with --profile-step: "
+                                                                "SGLang's options, e.g. '{\"activities\": "
+                                                                "[\"GPU\"]}' (vLLM reads none: it takes them at "
+                                                                "launch)")),
+    ("--otlp-endpoint", dict(default="", metavar="URL", help="export every request as an OpenTelemetry span "
+                                                             "over OTLP/HTTP to URL, e.g. http://collector:4318 "
+                                                             "(needs the otel extra)")),
+    ("--otlp-header", dict(action="append", default=[], metavar="NAME=VALUE",
+                           help="header on every OTLP export (repeatable); a secret-named one as NAME=env:VAR")),
 )
 
 

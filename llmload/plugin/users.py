@@ -139,6 +139,8 @@ class LLMUser(User):
         model = (mix.names[0] if mix else None) or plugin.option("model") \
             or (spec.model if spec and spec.model else None) or self.model or plugin.resolve_model(self.host, client)
         self._models = None if mix is None else ModelPicker(mix, stable_seed(self.seed(), "models"))
+        if plugin.spans is not None:  # --otlp-endpoint: what this scenario's spans name (the record does not)
+            plugin.spans.describe(spec.name if spec is not None else self.scenario_name, endpoint, model, self.host)
         if spec is None:
             self.source = self.make_workload(model=model, chat=endpoint != "completions")
         else:
@@ -320,8 +322,8 @@ class LLMUser(User):
         )
         headers = request.headers
         if self._trace_context:  # a new trace per request: 16 + 8 random bytes, far below a token's cost
-            meta.trace_id = os.urandom(16).hex()
-            headers = {**(headers or {}), "traceparent": f"00-{meta.trace_id}-{os.urandom(8).hex()}-01"}
+            meta.trace_id, meta.span_id = os.urandom(16).hex(), os.urandom(8).hex()
+            headers = {**(headers or {}), "traceparent": f"00-{meta.trace_id}-{meta.span_id}-01"}
         if body is None:
             body = request.encode(self.endpoint_name)
         in_flight = self.plugin.in_flight

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import random
+import sys
 import time
 from typing import Any
 
@@ -43,7 +44,7 @@ from llmload.metrics.record import CANCELLED, OK, RequestRecord
 from llmload.metrics.slo import task_limit_s
 from llmload.metrics.stats import LLMStats
 from llmload.plugin import messages
-from llmload.plugin.config import RunConfig, UserSetup
+from llmload.plugin.config import ConfigError, RunConfig, UserSetup
 from llmload.plugin.isolated import run_each
 from llmload.plugin.isolation_setup import install_isolation
 from llmload.plugin.live import LiveHistory, LiveWindow
@@ -51,6 +52,8 @@ from llmload.plugin.options import add_arguments, option
 from llmload.plugin.roles import make_role
 from llmload.plugin.run_files import RunFiles
 from llmload.plugin.run_manifest import RunIdentity
+from llmload.plugin.server_hooks import ServerHooks
+from llmload.plugin.span_export import SpanExport
 from llmload.plugin.startup import ConfigGate
 from llmload.plugin.trace_replay import ReplayLink
 from llmload.plugin.views import RunViews
@@ -115,6 +118,8 @@ class LLMLoadPlugin:
         self.gpu_scraper: ServerMetricsScraper | None = None  # the DCGM exporters (--gpu-metrics), likewise
         self.files = RunFiles(self.run, on_failure=lambda e: self.role.file_failed(e))
         self.role = make_role(self)
+        self.hooks = ServerHooks(self)  # --reset-cache, --profile-step: the leading process's calls to the server
+        self.spans: SpanExport | None = None  # --otlp-endpoint: every request as an OpenTelemetry span
         self.gate = ConfigGate(environment, self.role.leads)  # the configuration, checked at init and each start
         self.role.handle(messages.RATE, lambda data, _node_id: setattr(
             self, "rate_override", None if data["rate"] is None else float(data["rate"])))
@@ -146,6 +151,13 @@ class LLMLoadPlugin:
 
     def check_at_init(self) -> None:
         self.gate.check_at_init()
+        opts = self.env.parsed_options
+        if self.role.leads and opts is not None and (opts.headless or opts.autostart):
+            try:  # before anything starts: a run that asked for a cold cache and cannot have one never starts
+                self.hooks.reset_at_init()
+            except ConfigError as e:
+                sys.stderr.write(f"llmload: {e}\n")
+                raise SystemExit(1) from None
 
     def install_warmup(self) -> None:
         """``--warmup-seconds``: the warm-up in front of the run's shape (or of the plain run), where
@@ -235,6 +247,8 @@ class LLMLoadPlugin:
         self.health.tokens += rec.completion_tokens or 0
         self.health.coalesced += rec.coalesced_reads
         self.pending_rows.append(rec.row())
+        if self.spans is not None:
+            self.spans.export(rec)  # after the request, from its record: nothing per token
 
     def record_task(self, task: TaskRecord) -> None:
         """Account one finished agent task (its calls were recorded one by one)."""
@@ -289,7 +303,14 @@ class LLMLoadPlugin:
                                                           writes_requests=role.leads)),
             ("the client health", self._start_health),
             ("the server-metrics scraper", lambda: self._start_scraper(prefix)),
+            ("the server hooks", lambda: role.leads and not self.gate.error and self.hooks.test_started()),
+            ("the span export", self._start_spans),
             ("the role", role.start)))
+
+    def _start_spans(self) -> None:
+        endpoint = self.option("otlp_endpoint")
+        if endpoint and self.role.generates_load and self.spans is None and not self.gate.error:
+            self.spans = SpanExport(endpoint, self.option("otlp_header", []), self.run)
 
     def _start_health(self) -> None:
         if self.role.generates_load:
@@ -310,15 +331,20 @@ class LLMLoadPlugin:
             self.gpu_scraper = start_gpu_scraper(checked.server_metrics, prefix)
 
     def _on_test_stop(self, environment: Environment, **_kw: Any) -> None:
-        run_each("the stop of the test", (("the shared workload state", self.shared.stop),))
+        run_each("the stop of the test", (("the shared workload state", self.shared.stop),
+                                          ("the server hooks", self.hooks.test_stopped)))
         if self.role.stop():  # a worker sends its final data here: nothing before may keep it from running
             self._finish_run()
+        spans = self.spans
+        if spans is not None:  # after the rows: a worker's final message goes first
+            run_each("the stop of the test", (("the span export", spans.flush),))
 
     def _finish_run(self) -> None:
         if not self._finished_run:
             self._finished_run = True
             scraper, gpus = self.scraper, self.gpu_scraper
             run_each("the end of the run", (
+                ("the profiler's stop", self.hooks.join),
                 ("the background loops", self.role.stop_background),
                 ("the server-metrics scraper", lambda: scraper is not None and scraper.stop()),
                 ("the GPU-metrics scraper", lambda: gpus is not None and gpus.stop()),

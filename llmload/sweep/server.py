@@ -17,14 +17,13 @@ import signal
 import socket
 import subprocess
 import time
-import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
+from llmload.server_metrics.engine_admin import reset_cache
 from llmload.sweep.cells import Variant
 
 STOP_GRACE_S = 10.0
-RESET_PATHS = {"vllm": "/reset_prefix_cache", "sglang": "/flush_cache"}
 
 
 class ServerError(RuntimeError):
@@ -171,11 +170,5 @@ def reset_server(url: str, how: str, command: str | None = None, timeout_s: floa
         if done.returncode != 0:
             return f"reset command exited {done.returncode}: {(done.stderr or done.stdout).strip()[-300:]}"
         return None
-    req = urllib.request.Request(url + RESET_PATHS[how], data=b"", method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout_s):  # noqa: S310
-            return None
-    except urllib.error.HTTPError as e:
-        return f"reset {how}: POST {RESET_PATHS[how]} answered {e.code}"
-    except OSError as e:
-        return f"reset {how}: POST {RESET_PATHS[how]} failed: {e}"
+    done = reset_cache(url, how, timeout_s)  # the same call as a run's --reset-cache (server_metrics.engine_admin)
+    return None if done.ok else f"reset {how}: {done.error}"

@@ -36,7 +36,7 @@ MAY_IMPORT: dict[str, set[str]] = {
                "__init__"},
     "calibrate": {"wire", "net", "metrics", "files", "transport", "workload", "health", "shapes", "mock", "__init__"},
     "demo": {"files", "mock", "report", "__init__"},
-    "sweep": {"files", "metrics", "workload", "report", "__init__"},
+    "sweep": {"files", "metrics", "workload", "report", "server_metrics", "__init__"},
     "argtypes": set(),
     "cli": {"files", "argtypes", "metrics", "workload", "shapes", "mock", "report", "calibrate", "demo", "plugin",
             "sweep", "__init__"},
