@@ -62,8 +62,8 @@ def run_pipeline_task(user: Any, calls: PipelineCalls) -> None:
     ranked: list[int] = []
     if calls.embed is not None and task.embed_body is not None:
         turn += 1
-        meta = body_meta(user, name, task.query_tokens, 1, task.task_id, turn, "embed",
-                         rag.pipeline.embed_model or "")  # its own model, in the row's model column
+        # no model in the row: the column means a models: mix (the step's own model is in its body)
+        meta = body_meta(user, name, task.query_tokens, 1, task.task_id, turn, "embed")
         rec = send_whole_body(user, calls.embed, task.embed_body, meta,
                               embeddings_check(1, b.dimensions, b.encoding_format))
         tracker.add(rec)
@@ -74,7 +74,7 @@ def run_pipeline_task(user: Any, calls: PipelineCalls) -> None:
         turn += 1
         n = len(task.documents)
         tokens = task.query_tokens * n + sum(task.document_tokens)
-        meta = body_meta(user, name, tokens, n, task.task_id, turn, "rerank", rag.pipeline.rerank_model or "")
+        meta = body_meta(user, name, tokens, n, task.task_id, turn, "rerank")
         rec = send_whole_body(user, calls.rank, task.rank_body, meta,
                               rank_check(api, n, b.top_n if api == "rerank" else None, ranked))
         tracker.add(rec)

@@ -33,13 +33,13 @@ def body_transport(host: str, api: str, client: ClientOptions) -> FastTransport:
 
 
 def body_meta(user: Any, scenario: str, tokens: int | None, inputs: int | None, session_id: str = "",
-              turn: int | None = None, step_kind: str = "", model: str = "") -> R.RequestMeta:
+              turn: int | None = None, step_kind: str = "") -> R.RequestMeta:
     runner = user.environment.runner
     plugin = user.plugin
     return R.RequestMeta(request_id=plugin.next_request_id(), start_time=0.0, scenario=scenario,
                          users=runner.user_count if runner is not None else 0, worker=plugin.worker_index,
                          requested_input_tokens=tokens, inputs=inputs, session_id=session_id, turn=turn,
-                         step_kind=step_kind, model=model)
+                         step_kind=step_kind)
 
 
 def embeddings_check(inputs: int, dimensions: int | None, encoding_format: str) -> BodyCheck:
