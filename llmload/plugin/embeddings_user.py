@@ -58,6 +58,8 @@ class LLMEmbeddingsUser(LLMUser):
         model = plugin.option("model") or self.model or plugin.resolve_model(self.host, client)
         setup = plugin.setup_for(cls)
         self.scenario_name = setup.scenario_name if setup.scenario_name != "chat" else "embeddings"
+        if plugin.spans is not None:  # --otlp-endpoint: what its spans name
+            plugin.spans.describe(self.scenario_name, "embeddings", model, self.host)
         self.embeddings = embeddings_workload(self, self.scenario_name, model, batch, lengths, self.encoding_format,
                                               self.dimensions)
         self._loop = EmbedCalls(self, self.embeddings, self.transport)  # LLMUser's task runs it

@@ -61,6 +61,8 @@ class LLMRerankUser(LLMUser):
         self.transport = body_transport(self.host, self.api, client)
         model = plugin.option("model") or self.model or plugin.resolve_model(self.host, client)
         self.scenario_name = self.api
+        if plugin.spans is not None:  # --otlp-endpoint: what its spans name
+            plugin.spans.describe(self.scenario_name, self.api, model, self.host)
         text = plugin.shared.text_source(int(plugin.option("seed", 0)) + plugin.worker_index, None)
         self.ranking = RerankWorkload(self.api, model, self.api, docs, query, lengths, self.seed(), self.top_n, text)
         self._loop = RankCalls(self, self.ranking, self.transport)  # LLMUser's task runs it

@@ -51,6 +51,7 @@ EXPORT_TIMEOUT_S = 5.0  # one export, its retries included; a collector that fai
 # gen_ai.operation.name per endpoint (the convention's values; rerank and score have none: their own name)
 OPERATIONS = {"chat": "chat", "responses": "chat", "messages": "chat", "completions": "text_completion",
               "embeddings": "embeddings"}
+_STEP_ENDPOINTS = {"embed": "embeddings", "rerank": "rerank"}  # a pipeline's whole-body steps, by row step_kind
 PROVIDERS = {"messages": "anthropic"}  # gen_ai.provider.name: the API's owner ("openai" for the rest)
 
 
@@ -111,7 +112,8 @@ def span_attributes(rec: RequestRecord, endpoint: str, model: str, host: str, ru
         "gen_ai.provider.name": PROVIDERS.get(endpoint, "openai"),
         "gen_ai.request.model": m.model or model or None,
         "gen_ai.request.max_tokens": m.max_tokens,
-        "gen_ai.request.stream": endpoint in ("chat", "completions", "responses", "messages"),
+        "gen_ai.request.stream": endpoint in ("chat", "completions", "responses", "messages")
+        or (endpoint == "audio" and rec.ttft_ms is not None),  # a transcription streams when asked
         "gen_ai.usage.input_tokens": rec.prompt_tokens,
         "gen_ai.usage.output_tokens": rec.completion_tokens,
         "gen_ai.usage.cache_read.input_tokens": rec.cached_tokens,
@@ -168,20 +170,33 @@ class SpanExport:
 
         self._otel = (Context, SpanKind, Status, StatusCode)  # looked up once, not per request
         self.run = run
-        self.described: dict[str, tuple[str, str, str]] = {}  # scenario → (endpoint, model, host)
+        # (scenario, step kind) → (endpoint, model, host); a RAG pipeline's steps differ within its scenario
+        self.described: dict[tuple[str, str], tuple[str, str, str]] = {}
         self.exported = 0
 
-    def describe(self, scenario: str, endpoint: str, model: str, host: str) -> None:
-        """What a scenario's requests are (a user tells it at its start: the record does not carry it)."""
-        self.described[scenario] = (endpoint, model, host or "")
+    def describe(self, scenario: str, endpoint: str, model: str, host: str, step_kind: str = "") -> None:
+        """What a scenario's requests are (a user tells it at its start: the record does not carry it);
+        ``step_kind``: one step of a RAG pipeline (its rows' ``step_kind``: embed, rerank, chat)."""
+        self.described[(scenario, step_kind)] = (endpoint, model, host or "")
+
+    def describe_whole_body(self, spec: Any, model: str, host: str, chat_endpoint: str) -> None:
+        """An ``endpoint: embeddings|rerank|score`` workload, or each step of a RAG pipeline."""
+        pipe = spec.pipeline
+        if pipe is None:
+            self.describe(spec.name, spec.endpoint, model, host)
+            return
+        for kind, endpoint, named in (("embed", "embeddings", pipe.embed_model or model),
+                                      ("rerank", pipe.rerank_api, pipe.rerank_model or model),
+                                      ("chat", chat_endpoint, model)):
+            self.describe(spec.name, endpoint, named, host, kind)
 
     def export(self, rec: RequestRecord) -> None:
         Context, SpanKind, Status, StatusCode = self._otel  # noqa: N806 (the SDK's classes)
         m = rec.meta
-        described = self.described.get(m.scenario)
+        described = self.described.get((m.scenario, m.step_kind)) or self.described.get((m.scenario, ""))
         if described is None:  # a user class that does not describe its scenario: what the record tells
-            described = ("embeddings" if m.inputs is not None else "audio" if m.audio_seconds is not None
-                         else "chat", "", "")
+            described = (_STEP_ENDPOINTS.get(m.step_kind) or ("embeddings" if m.inputs is not None else
+                         "audio" if m.audio_seconds is not None else "chat"), "", "")
         endpoint, model, host = described
         attrs = span_attributes(rec, endpoint, model, host, self.run.run_id)
         start_ns = int(m.start_time * 1e9)

@@ -182,6 +182,8 @@ class LLMUser(User):
         plugin = self.plugin
         self.scenario_name = spec.name
         model = plugin.option("model") or spec.model or self.model or plugin.resolve_model(self.host, client)
+        if plugin.spans is not None:  # --otlp-endpoint: what the spans of each of its calls name
+            plugin.spans.describe_whole_body(spec, model, self.host, self.endpoint_name)
         if spec.pipeline is None:
             start_body_workload(self, spec, client, model)
         else:

@@ -121,3 +121,30 @@ def test_a_collector_that_fails_is_left_alone_for_a_while_and_its_drops_are_coun
     clock[0] = 131.0
     assert guard.export([6]) == SpanExportResult.SUCCESS and calls == [2, 1]  # tried again: it answers
     assert (guard.sent, guard.dropped) == (1, 5)
+
+
+def test_each_step_of_a_rag_pipeline_and_each_whole_body_workload_names_its_own_operation():
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from llmload.plugin.span_export import SpanExport
+
+    memory = InMemorySpanExporter()
+    spans = SpanExport("http://127.0.0.1:4318", [], types.SimpleNamespace(run_id="r1"), span_exporter=memory)
+    pipe = types.SimpleNamespace(embed_model="e5", rerank_model="bge", rerank_api="score")
+    spans.describe_whole_body(types.SimpleNamespace(name="rag", pipeline=pipe), "llama", "http://127.0.0.1:8000",
+                              "chat")
+    spans.describe_whole_body(types.SimpleNamespace(name="rank", pipeline=None, endpoint="rerank"), "bge",
+                              "http://127.0.0.1:9000", "chat")
+    for scenario, kind, inputs in (("rag", "embed", 1), ("rag", "rerank", 8), ("rag", "chat", None),
+                                   ("rank", "", 8)):
+        rec = _rec()
+        rec.meta.scenario, rec.meta.step_kind, rec.meta.inputs = scenario, kind, inputs
+        spans.export(rec)
+    got = [(s.attributes["gen_ai.operation.name"], s.attributes["gen_ai.request.model"], s.attributes["server.port"])
+           for s in memory.get_finished_spans()]
+    assert got == [("embeddings", "e5", 8000), ("score", "bge", 8000), ("chat", "llama", 8000),
+                   ("rerank", "bge", 9000)]
+    audio = _rec(ttft_ms=300.0)
+    audio.meta.scenario, audio.meta.audio_seconds = "transcribe", 12.0
+    assert span_attributes(audio, "audio", "whisper", "")["gen_ai.request.stream"] is True
+    assert span_attributes(_rec(ttft_ms=None), "audio", "whisper", "")["gen_ai.request.stream"] is False
