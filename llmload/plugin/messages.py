@@ -78,9 +78,11 @@ TRACE_T0 = MessageType("llmload_trace_t0", MASTER_TO_WORKER, ("t0",),
                        "trace time 0 as one Unix time for every process")
 WARMUP = MessageType("llmload_warmup", MASTER_TO_WORKER, ("seconds", "ended_at"),
                      "the warm-up began (ended_at None) or ended at Unix time ended_at: a worker marks its own copy")
+PHASE = MessageType("llmload_phase", MASTER_TO_WORKER, ("label", "at"),
+                    "an --isolation phase (alone:CLASS, together) began at Unix time at: a worker marks its own copy")
 
 TABLE: tuple[MessageType, ...] = (USERS, ROWS, SENT, FINAL, TRACE_DONE, STOP, COUNTS, PROCESSES, RATE, TRACE_T0,
-                                 WARMUP)
+                                 WARMUP, PHASE)
 REPORT_FIELDS = _STATS_FIELDS
 """The fields of the payload under :data:`REPORT_KEY`."""
 

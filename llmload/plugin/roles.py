@@ -358,12 +358,12 @@ class WorkerRole(Role):
 
     def _keep_own_copy(self, rows: list[tuple]) -> None:
         """A worker keeps the rows it sends on its own disk (PREFIX_requests.workerN.csv), with the
-        other workers' user counts as the master last passed them on."""
+        other workers' user counts as the master last passed them on, and its run id, warm-up and phases."""
         files = self.parts.files
         if not rows or not files.keeps_worker_rows:
             return
         others, col, start = self.link.others, _USERS_COL, _START_COL
-        rows = self.parts.warmup_rows.stamp(self.parts.run.stamp(rows))  # the master's run id and warm-up
+        rows = self.parts.phase_marks.stamp(self.parts.warmup_rows.stamp(self.parts.run.stamp(rows)))
         files.write_worker_rows(
             [(*r[:col], others.total_at(r[start], "", r[col]), *r[col + 1:]) for r in rows], self.worker_index)
 

@@ -108,13 +108,14 @@ class RunViews:
         self._parts.warmup_rows.end(at)
         self._tell_workers(messages.WARMUP.payload(seconds=self._parts.warmup_rows.seconds, ended_at=at))
 
-    def _tell_workers(self, payload: dict[str, Any]) -> None:
-        """Workers mark the warm-up in their own copy of their rows (PREFIX_requests.workerN.csv) too."""
+    def _tell_workers(self, payload: dict[str, Any], message: messages.MessageType = messages.WARMUP) -> None:
+        """Workers mark the warm-up and the phases in their own copy of their rows (PREFIX_requests.workerN.csv)."""
         if self._role.leads and self._role.name == "master":
-            self._role.send(messages.WARMUP, payload)
+            self._role.send(message, payload)
 
     def phase_began(self, label: str, at: float) -> None:
         self._parts.phase_marks.begin(label, at)
+        self._tell_workers(messages.PHASE.payload(label=label, at=at), messages.PHASE)
 
     def stopped_because(self, text: str) -> None:
         self._parts.stop_reason = text

@@ -125,6 +125,8 @@ class LLMLoadPlugin:
             self, "rate_override", None if data["rate"] is None else float(data["rate"])))
         if not self.role.leads:  # a worker: the master's warm-up marks the worker's own copy of its rows too
             self.role.handle(messages.WARMUP, lambda data, _node_id: self._warmup_from_master(data))
+            self.role.handle(messages.PHASE, lambda data, _node_id: self.phase_marks.begin(str(data["label"]),
+                                                                                        float(data["at"])))
         ev = environment.events
         gcpolicy.install(ev)
         ev.test_start.add_listener(self._on_test_start)

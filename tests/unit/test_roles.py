@@ -117,7 +117,7 @@ def test_the_master_refuses_a_worker_of_another_protocol_version_once(caplog):
 
 def test_every_llmload_string_in_the_plugin_is_a_declared_message_used_through_the_table():
     declared = {m.name for m in messages.TABLE}
-    assert len(declared) == len(messages.TABLE) == 11
+    assert len(declared) == len(messages.TABLE) == 12
     assert {m.direction for m in messages.TABLE} == {messages.WORKER_TO_MASTER, messages.MASTER_TO_WORKER}
     typed: dict[str, list[str]] = {}
     for f in sorted(os.listdir(PLUGIN)):
