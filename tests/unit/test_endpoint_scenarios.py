@@ -89,6 +89,29 @@ def test_a_key_that_does_not_go_with_the_workload_is_one_error_naming_it(text, e
     assert error in str(e.value) and "\n" not in str(e.value), str(e.value)
 
 
+@pytest.mark.parametrize(("value", "error"), [
+    ("{dist: empirical, values: [1, 1000000], weights: [99, 1]}", "1e+06 is too large: expected at most 100,000"),
+    ("{dist: lognormal, median: 4, sigma: 2}", "a lognormal draw has no upper bound: give max: (at most 100,000"),
+    ("{dist: normal, mean: 10, std: 5}", "a normal draw has no upper bound"),
+    ("{dist: lognormal, median: 4, sigma: 2, max: 200000}", "200000 is too large"),
+    ("{dist: histogram, bins: [[1, 10, 99], [10, 100001, 1]]}", "100001 is too large"),
+    ("100-100001", "100001 is too large"),
+])
+def test_the_largest_draw_of_texts_per_request_is_checked_not_the_mean(value, error):
+    for key, head in (("batch_size", "endpoint: embeddings"), ("documents", "endpoint: rerank"),
+                      ("documents", "endpoint: score"), ("documents", "pipeline: [rerank, chat]")):
+        with pytest.raises(ScenarioError) as e:
+            scenario(f"workloads:\n  w:\n    {head}\n    {key}: {value}\n")
+        assert f"s.yaml:4: workloads.w.{key}: {error}" in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("value", ["{dist: lognormal, median: 4, sigma: 2, max: 100000}", "{dist: normal, mean: 9, "
+                                   "std: 0}", "{dist: empirical, values: [1, 1000000], weights: [1, 0]}", "100000"])
+def test_texts_per_request_whose_largest_draw_fits_load(value):
+    spec = scenario(f"workloads:\n  e:\n    endpoint: embeddings\n    batch_size: {value}\n").workloads[0]
+    assert spec.body.batch_size.top <= 100_000
+
+
 def test_defaults_apply_where_they_fit():
     spec = scenario("defaults: {output_tokens: 9, model: m}\nworkloads:\n  e: {endpoint: embeddings}\n  c: {}\n")
     e, c = spec.workloads

@@ -71,6 +71,18 @@ def _pipeline(ctx: Ctx, raw: Any, path: str) -> PipelineSpec:
                         rerank_api=choice(ctx, p, "rerank_api", path, ("rerank", "score"), "rerank"))
 
 
+def check_texts(ctx: Ctx, got: Distribution, path: str) -> None:
+    """The largest draw of ``batch_size`` or ``documents`` (not its mean: one draw builds that many texts)."""
+    top = got.top
+    if top <= MAX_TEXTS:
+        return
+    if got.kind in ("normal", "lognormal") and got.hi >= MAX_TOKENS:  # no max: of its own (the lengths' cap)
+        raise ctx.error(path, f"a {got.kind} draw has no upper bound: give max: (at most {MAX_TEXTS:,} texts "
+                        "per request)")
+    raise ctx.error(path, f"{top:g} is too large: expected at most {MAX_TEXTS:,} texts per request (its largest "
+                    "draw, not its mean: lower max: or the largest value)")
+
+
 def parse_body(ctx: Ctx, d: dict, raw: dict, path: str, endpoint: str,
                distribution: DistributionOf) -> tuple[BodySpec | None, PipelineSpec | None]:
     """``d``: the workload with its defaults, ``raw``: as the file wrote it (whose keys are checked)."""
@@ -89,10 +101,7 @@ def parse_body(ctx: Ctx, d: dict, raw: dict, path: str, endpoint: str,
     def dist(key: str, default: Any) -> Distribution | None:
         got = distribution(ctx, d, key, path, minimum=1) if key in ALLOWED[kind] else None
         if got is not None and key in ("batch_size", "documents"):  # texts per request, each built ahead
-            top = max(got.params) if got.kind in ("fixed", "uniform") else got.hi if got.hi < MAX_TOKENS else got.mean
-            if top > MAX_TEXTS:
-                raise ctx.error(f"{path}.{key}", f"{top:g} is too large: expected at most {MAX_TEXTS:,} texts "
-                                "per request")
+            check_texts(ctx, got, f"{path}.{key}")
         return got if got is not None else parse_distribution(default, key, minimum=1) if default else None
 
     return BodySpec(
