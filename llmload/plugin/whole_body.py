@@ -39,7 +39,7 @@ def body_meta(user: Any, scenario: str, tokens: int | None, inputs: int | None, 
     return R.RequestMeta(request_id=plugin.next_request_id(), start_time=0.0, scenario=scenario,
                          users=runner.user_count if runner is not None else 0, worker=plugin.worker_index,
                          requested_input_tokens=tokens, inputs=inputs, session_id=session_id, turn=turn,
-                         step_kind=step_kind)
+                         step_kind=step_kind, priority=getattr(user, "priority_class", ""))
 
 
 def embeddings_check(inputs: int, dimensions: int | None, encoding_format: str) -> BodyCheck:

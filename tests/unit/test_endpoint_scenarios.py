@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import textwrap
+from types import SimpleNamespace
 
 import pytest
 
 from llmload.mock.metrics_state import EngineStats, buckets_1_2_5
+from llmload.plugin.whole_body import body_meta
 from llmload.wire.rerank import ranked_indices
 from llmload.workload.file.scenario import ScenarioError, parse_scenario
 from llmload.workload.rag_pipeline import RagPipeline
@@ -116,6 +118,38 @@ def test_defaults_apply_where_they_fit():
     spec = scenario("defaults: {output_tokens: 9, model: m}\nworkloads:\n  e: {endpoint: embeddings}\n  c: {}\n")
     e, c = spec.workloads
     assert e.model == c.model == "m" and c.output_tokens.mean == 9 and e.body is not None
+
+
+def test_models_and_priority_of_the_defaults_stay_with_the_workloads_they_fit():
+    spec = scenario("defaults: {models: {a: 1, b: 1}, priority: {class: fast, value: 0}}\nworkloads:\n"
+                    "  e: {endpoint: embeddings}\n  r: {endpoint: rerank}\n  s: {endpoint: score}\n"
+                    "  p: {pipeline: [rerank, chat]}\n  c: {}\n")
+    w = {x.name: x for x in spec.workloads}
+    for name in "ers":  # whole-body: one model, no priority class (their rows would carry none)
+        assert w[name].models is None and w[name].priority is None and "priority" not in w[name].extra
+    assert w["p"].models is None and w["p"].priority.name == "fast" and w["p"].extra["priority"] == 0
+    assert w["c"].models.names == ("a", "b") and w["c"].priority.name == "fast"
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("workloads:\n  e: {endpoint: embeddings, models: {a: 1}}\n", "s.yaml:2: workloads.e.models: does not go with "
+     "endpoint embeddings: a mix of models goes with streaming workloads; this one sends one model, model:; its keys"),
+    ("workloads:\n  r: {endpoint: rerank, priority: batch}\n", "s.yaml:2: workloads.r.priority: does not go with "
+     "endpoint rerank: whole-body requests carry no priority class"),
+    ("workloads:\n  s: {endpoint: score, priority: {class: b, value: 3}}\n", "workloads.s.priority: does not go"),
+    ("workloads:\n  p: {pipeline: [embed, chat], models: {a: 1}}\n", "workloads.p.models: does not go with a "
+     "pipeline: a mix of models goes with streaming workloads; this one sends one model, model: (and embed_model"),
+])
+def test_models_and_priority_on_a_whole_body_workload_are_one_error(text, error):
+    with pytest.raises(ScenarioError) as e:
+        scenario(text)
+    assert error in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_a_whole_body_row_carries_its_users_priority_class():
+    plugin = SimpleNamespace(next_request_id=lambda: 7, worker_index=0)
+    user = SimpleNamespace(environment=SimpleNamespace(runner=None), plugin=plugin, priority_class="answer")
+    assert body_meta(user, "rag", 8, 1, "t1", 1, "embed").priority == "answer"
 
 
 def test_a_pipeline_task_embeds_the_query_ranks_its_passages_and_prompts_with_the_best():
