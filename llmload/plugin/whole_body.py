@@ -78,7 +78,7 @@ def embeddings_workload(user: Any, scenario: str, model: str, batch: Distributio
     key = ("embeddings", scenario, model, repr(batch), repr(lengths), encoding_format, dimensions)
     pool = plugin.shared.cached(key, lambda: BatchPool(
         model, batch, lengths, stable_seed(run_seed, scenario, plugin.worker_index), encoding_format, dimensions,
-        plugin.shared.text_source(run_seed + plugin.worker_index, None)))
+        plugin.shared.text_source(run_seed + plugin.worker_index, None)), run_seed)  # a new test's seed: new batches
     return EmbeddingsWorkload(scenario, model, batch, lengths, user.seed(), encoding_format, dimensions, pool=pool)
 
 

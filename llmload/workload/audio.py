@@ -160,9 +160,12 @@ _POOLS: dict[tuple, tuple[list[AudioClip], str, list[bytes]]] = {}
 
 def clip_pool(key: tuple, make_clips, fields: list[tuple[str, str]], seed: int) -> tuple[list[AudioClip], str,
                                                                                           list[bytes]]:
-    """The process's one pool for ``key`` (the clips' source and the form's fields): its clips, their
-    boundary and bodies, made by ``make_clips()`` the first time. Users share it: one copy of the bytes."""
+    """The process's one pool for ``key`` (the clips' source and the form's fields) and run ``seed``: its
+    clips, their boundary and bodies, made by ``make_clips()`` the first time. Users share it: one copy of
+    the bytes. A new seed drops the pools of the others."""
     full_key = (key, tuple(fields), seed)
+    for stale in [k for k in _POOLS if k[2] != seed]:  # a new run seed (the web UI's next test): never used again
+        del _POOLS[stale]
     pool = _POOLS.get(full_key)
     if pool is None:
         clips = make_clips()

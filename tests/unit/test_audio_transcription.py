@@ -336,3 +336,14 @@ def test_good_audio_settings_pass_the_init_check_and_a_synthetic_clip_fits_the_u
     assert len(synth_wav(MAX_CLIP_SECONDS, 1)) <= MAX_FILE_BYTES
     with pytest.raises(ValueError, match="at most 819.1 s"):
         synthetic_clips(parse_distribution(900, "audio_seconds", integer=False), 1, 1)
+
+
+def test_a_new_run_seed_drops_the_clip_pools_of_the_old_one():
+    from llmload.workload import audio
+
+    clips = synthetic_clips(parse_distribution(1, "audio_seconds", integer=False), 1, seed=3)
+    fields = transcription_fields("m", stream=True)
+    first = clip_pool(("seeds", 1), lambda: clips, fields, 30)
+    assert clip_pool(("seeds", 1), lambda: clips, fields, 30) is first
+    clip_pool(("seeds", 1), lambda: clips, fields, 31)  # the web UI's next test
+    assert {k[2] for k in audio._POOLS} == {31}  # one pool per seed would grow with every test
