@@ -20,6 +20,7 @@ Usage::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from llmload.metrics import record as R
@@ -27,7 +28,14 @@ from llmload.plugin.users import LLMUser
 from llmload.transport.fast import FastTransport
 from llmload.wire.audio import RESPONSE_FORMATS, check_transcription, transcription_fields
 from llmload.wire.protocol import AUDIO_ENDPOINTS
-from llmload.workload.audio import AudioWorkload, clip_pool, folder_clips, synthetic_clips
+from llmload.workload.audio import (
+    AudioClip,
+    AudioWorkload,
+    check_clip_lengths,
+    clip_pool,
+    folder_clips,
+    synthetic_clips,
+)
 from llmload.workload.distributions import SpecError, parse_distribution
 
 
@@ -61,35 +69,48 @@ class LLMAudioUser(LLMUser):
     include_usage: bool = True
     """With ``stream``: vLLM's ``stream_include_usage``, so the last chunk carries the token counts."""
 
+    @classmethod
+    def check_settings(cls) -> None:
+        """Every setting checked once, at init (``plugin.config`` turns the ValueError into the one line
+        that stops the run): the formats, ``clips``, ``audio_seconds`` and every file of ``audio_dir``."""
+        _key, make = cls.clip_source(0)
+        if cls.audio_dir:  # every file read once here: its size, its header or the length in its name
+            try:
+                make()
+            except (OSError, ValueError) as e:
+                text = str(e)
+                raise ValueError(f"{cls.__name__}.{text}" if text.startswith("audio_dir ")
+                                 else f"{cls.__name__}.audio_dir: {text}") from None
+
+    @classmethod
+    def clip_source(cls, run_seed: int) -> tuple[tuple, Callable[[], list[AudioClip]]]:
+        """The pool's key and the function that makes its clips; ValueError naming the setting and the fix."""
+        name = cls.__name__
+        if cls.response_format not in RESPONSE_FORMATS:
+            raise ValueError(f"{name}.response_format {cls.response_format!r}: expected one of "
+                             f"{', '.join(RESPONSE_FORMATS)}")
+        if cls.stream and cls.response_format == "verbose_json":
+            raise ValueError(f"{name}: response_format verbose_json cannot be streamed (vLLM answers 400); set "
+                             "stream = False")
+        if isinstance(cls.clips, bool) or not isinstance(cls.clips, int) or cls.clips < 1:
+            raise ValueError(f"{name}.clips {cls.clips!r}: expected a whole number >= 1")
+        if cls.audio_dir:
+            folder = str(cls.audio_dir)
+            return ("dir", folder), lambda: folder_clips(folder)
+        what = f"{name}.audio_seconds"
+        try:
+            lengths = parse_distribution(cls.audio_seconds, what, integer=False, minimum=0.1)
+        except SpecError as e:
+            raise ValueError(str(e)) from None
+        check_clip_lengths(lengths, what)
+        count = cls.clips
+        return ("synthetic", repr(cls.audio_seconds), count), lambda: synthetic_clips(lengths, count, run_seed)
+
     def on_start(self) -> None:
         plugin = self.plugin
         cls = type(self)
-        name = cls.__name__
-        if self.response_format not in RESPONSE_FORMATS:
-            raise ValueError(f"{name}.response_format {self.response_format!r}: expected one of "
-                             f"{', '.join(RESPONSE_FORMATS)}")
-        if self.stream and self.response_format == "verbose_json":
-            raise ValueError(f"{name}: response_format verbose_json cannot be streamed (vLLM answers 400); set "
-                             "stream = False")
-        if not isinstance(self.clips, int) or self.clips < 1:
-            raise ValueError(f"{name}.clips {self.clips!r}: expected a whole number >= 1")
         run_seed = int(plugin.option("seed", 0) or 0)
-        if self.audio_dir:
-            source: tuple = ("dir", str(self.audio_dir))
-            folder = str(self.audio_dir)
-
-            def make() -> list:
-                return folder_clips(folder)
-        else:
-            try:
-                lengths = parse_distribution(self.audio_seconds, f"{name}.audio_seconds", integer=False,
-                                             minimum=0.1)
-            except SpecError as e:
-                raise ValueError(str(e)) from None
-            source, count = ("synthetic", repr(self.audio_seconds), self.clips), self.clips
-
-            def make() -> list:
-                return synthetic_clips(lengths, count, run_seed)
+        source, make = cls.clip_source(run_seed)  # checked at init (check_settings): no error here
         client = plugin.client_for(self.host, plugin.config.client)
         model = plugin.option("model") or self.model or plugin.resolve_model(self.host, client)
         fields = transcription_fields(model, self.language, self.response_format, self.temperature, self.stream,

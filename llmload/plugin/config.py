@@ -284,6 +284,12 @@ def build_config(environment: Any, require_host: bool = False) -> RunConfig:
                        server_metrics=server_metrics_setup(environment), faults=fault_settings(environment))
     for cls in classes:
         config.setup_for(cls)
+        check = getattr(cls, "check_settings", None)  # a user class's own settings (LLMAudioUser's clips)
+        if check is not None:
+            try:
+                check()
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
     workloads = [w for spec in config.scenarios for w in spec.workloads]
     try:  # --slo adapter-a:ttft_p95_ms=800: a model of a models: mix, judged over its requests alone
         config.slos = scope_models(config.slos, {w.name for w in workloads},

@@ -38,9 +38,13 @@ def _class_of(cls: type, config: Any) -> tuple[str, float]:
     workloads = [spec.workload(setup.workload)] if setup.workload else list(spec.workloads)
     names = {w.priority.name if w.priority is not None else None for w in workloads}
     if None in names:
-        bare = next(w.name for w in workloads if w.priority is None)
-        raise ConfigError(f"--isolation: {spec.path}: workloads.{bare} has no priority: class; give every workload "
-                          "one (priority: {class: NAME, value: N})")
+        bare = next(w for w in workloads if w.priority is None)
+        if bare.body is not None and bare.pipeline is None:  # endpoint embeddings|rerank|score: no class to give
+            raise ConfigError(f"--isolation: {spec.path}: workloads.{bare.name} (endpoint {bare.endpoint}) sends "
+                              "whole-body requests, which have no priority: class; run its user class without "
+                              "--isolation")
+        raise ConfigError(f"--isolation: {spec.path}: workloads.{bare.name} has no priority: class; give every "
+                          "workload one (priority: {class: NAME, value: N})")
     if len(names) > 1:
         raise ConfigError(f"--isolation: {cls.__name__} draws workloads of several priority classes "
                           f"({', '.join(sorted(n for n in names if n))}); give each workload its own user class: "

@@ -181,6 +181,7 @@ class LLMUser(User):
         plugin.pipeline_loop): its connections and its task body."""
         plugin = self.plugin
         self.scenario_name = spec.name
+        self.priority_class = spec.priority.name if spec.priority is not None else ""  # a pipeline's, in each row
         model = plugin.option("model") or spec.model or self.model or plugin.resolve_model(self.host, client)
         if plugin.spans is not None:  # --otlp-endpoint: what the spans of each of its calls name
             plugin.spans.describe_whole_body(spec, model, self.host, self.endpoint_name)

@@ -39,7 +39,7 @@ def body_meta(user: Any, scenario: str, tokens: int | None, inputs: int | None, 
     return R.RequestMeta(request_id=plugin.next_request_id(), start_time=0.0, scenario=scenario,
                          users=runner.user_count if runner is not None else 0, worker=plugin.worker_index,
                          requested_input_tokens=tokens, inputs=inputs, session_id=session_id, turn=turn,
-                         step_kind=step_kind)
+                         step_kind=step_kind, priority=getattr(user, "priority_class", ""))
 
 
 def embeddings_check(inputs: int, dimensions: int | None, encoding_format: str) -> BodyCheck:
@@ -78,7 +78,7 @@ def embeddings_workload(user: Any, scenario: str, model: str, batch: Distributio
     key = ("embeddings", scenario, model, repr(batch), repr(lengths), encoding_format, dimensions)
     pool = plugin.shared.cached(key, lambda: BatchPool(
         model, batch, lengths, stable_seed(run_seed, scenario, plugin.worker_index), encoding_format, dimensions,
-        plugin.shared.text_source(run_seed + plugin.worker_index, None)))
+        plugin.shared.text_source(run_seed + plugin.worker_index, None)), run_seed)  # a new test's seed: new batches
     return EmbeddingsWorkload(scenario, model, batch, lengths, user.seed(), encoding_format, dimensions, pool=pool)
 
 

@@ -23,6 +23,7 @@ Usage::
 from __future__ import annotations
 
 import io
+import math
 import random
 import wave
 from dataclasses import dataclass
@@ -34,8 +35,9 @@ from llmload.wire.audio import AUDIO_TYPES, audio_seconds, multipart_body, multi
 from llmload.workload.distributions import Distribution
 
 SAMPLE_RATE = 16_000  # what Whisper-style encoders resample to anyway
-MAX_CLIP_SECONDS = 3600.0  # one synthetic clip: an hour is 115 MB of WAV
 MAX_FILE_BYTES = 25 << 20  # OpenAI's upload limit (and vLLM's default VLLM_MAX_AUDIO_CLIP_FILESIZE_MB)
+WAV_HEADER = 44
+MAX_CLIP_SECONDS = math.floor((MAX_FILE_BYTES - WAV_HEADER) / (2 * SAMPLE_RATE) * 10) / 10  # 819.1 s: 25 MiB of WAV
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,12 +77,25 @@ def synth_wav(seconds: float, seed: int) -> bytes:
     return out.getvalue()
 
 
+def check_clip_lengths(lengths: Distribution, what: str) -> None:
+    """Raise ValueError naming ``what`` when a draw of ``lengths`` can make a synthetic clip over 25 MiB."""
+    top = lengths.top
+    if top <= MAX_CLIP_SECONDS:
+        return
+    longest = f"a draw can be {top:g} s" if math.isfinite(top) else f"a {lengths.kind} draw has no upper bound"
+    raise ValueError(f"{what}: {longest}; a synthetic clip is at most {MAX_CLIP_SECONDS:g} s (16 kHz 16-bit WAV: "
+                     f"{MAX_FILE_BYTES >> 20} MiB, the upload limit of vLLM and OpenAI): ask for at most that "
+                     f"(a normal or lognormal: max: {MAX_CLIP_SECONDS:g})")
+
+
 def synthetic_clips(lengths: Distribution, count: int, seed: int) -> list[AudioClip]:
-    """``count`` clips, each of a length drawn from ``lengths`` (seconds, 0.1 s to an hour)."""
+    """``count`` clips, each of a length drawn from ``lengths`` (seconds, 0.1 s to ``MAX_CLIP_SECONDS``;
+    ValueError, from :func:`check_clip_lengths`, when a draw could be longer)."""
+    check_clip_lengths(lengths, "audio_seconds")
     rng = random.Random(seed)
     clips = []
     for i in range(count):
-        seconds = round(min(max(float(lengths.sample(rng)), 0.1), MAX_CLIP_SECONDS), 3)
+        seconds = round(max(float(lengths.sample(rng)), 0.1), 3)
         data = synth_wav(seconds, rng.getrandbits(32))
         name = f"llmload-{i}.wav"
         clips.append(AudioClip(name, data, "audio/wav", audio_seconds(name, data)))
@@ -93,7 +108,8 @@ def folder_clips(folder: str | Path) -> list[AudioClip]:
     the folder or the file and the fix."""
     root = Path(folder)
     if not root.is_dir():
-        raise ValueError(f"audio_dir {str(folder)!r}: not a folder")
+        raise ValueError(f"audio_dir {str(folder)!r}: not a folder (expected a folder of audio files, or None for "
+                         "synthetic clips)")
     files = sorted(p for p in root.iterdir() if p.is_file() and p.suffix.lower() in AUDIO_TYPES)
     if not files:
         raise ValueError(f"audio_dir {str(folder)!r}: no audio file in it (expected "
@@ -144,9 +160,12 @@ _POOLS: dict[tuple, tuple[list[AudioClip], str, list[bytes]]] = {}
 
 def clip_pool(key: tuple, make_clips, fields: list[tuple[str, str]], seed: int) -> tuple[list[AudioClip], str,
                                                                                           list[bytes]]:
-    """The process's one pool for ``key`` (the clips' source and the form's fields): its clips, their
-    boundary and bodies, made by ``make_clips()`` the first time. Users share it: one copy of the bytes."""
+    """The process's one pool for ``key`` (the clips' source and the form's fields) and run ``seed``: its
+    clips, their boundary and bodies, made by ``make_clips()`` the first time. Users share it: one copy of
+    the bytes. A new seed drops the pools of the others."""
     full_key = (key, tuple(fields), seed)
+    for stale in [k for k in _POOLS if k[2] != seed]:  # a new run seed (the web UI's next test): never used again
+        del _POOLS[stale]
     pool = _POOLS.get(full_key)
     if pool is None:
         clips = make_clips()

@@ -14,6 +14,7 @@ Usage::
     d = parse_distribution({"dist": "normal", "mean": 500, "std": 100}, "input_tokens")
     d.sample(random.Random(1))   # -> 517
     d.mean                       # -> 500.0 (approximately, before clipping)
+    d.top                        # -> inf (the largest draw: a normal is bounded only by its max:)
 """
 
 from __future__ import annotations
@@ -66,6 +67,24 @@ class Distribution:
             x = rng.uniform(a, b)
         x = min(max(x, self.lo), self.hi)
         return int(round(x)) if self.integer else float(x)
+
+    @property
+    def top(self) -> float:
+        """The largest value a draw can take: ``max:`` (or infinity) for normal and lognormal, else the
+        largest value, bin or bound that has weight, clipped to ``max:``."""
+        k = self.kind
+        if k == "fixed":
+            x = self.params[0]
+        elif k == "uniform":
+            x = self.params[1]
+        elif k in ("normal", "lognormal"):
+            x = math.inf if self.params[1] > 0 else self.params[0] if k == "normal" else math.exp(self.params[0])
+        else:
+            weighted = [b > a for a, b in zip((0.0, *self.cum_weights[:-1]), self.cum_weights, strict=True)]
+            tops = self.values if k == "empirical" else tuple(high for _, high in self.bins)
+            x = max(t for t, w in zip(tops, weighted, strict=True) if w)
+        x = min(max(x, self.lo), self.hi)
+        return float(round(x)) if self.integer and math.isfinite(x) else x
 
     @property
     def mean(self) -> float:

@@ -27,6 +27,7 @@ class SharedState:
         self._datasets: dict[str, list[Conversation]] = {}
         self._semaphores: dict[Any, gevent.lock.Semaphore] = {}
         self._built: dict[Any, Any] = {}
+        self._built_seed: int | None = None  # the run seed of what _built holds
         self.gates: dict[str, ArrivalGate] = {}
 
     def text_source(self, seed: int, tokenizer: str | None) -> TextSource:
@@ -54,8 +55,13 @@ class SharedState:
             convs = self._datasets[key] = load_dataset(spec.dataset)
         return convs
 
-    def cached(self, key: Any, build: Callable[[], Any]) -> Any:
-        """``build()``, once per process and ``key`` (an embeddings workload's batches built ahead)."""
+    def cached(self, key: Any, build: Callable[[], Any], seed: int) -> Any:
+        """``build()``, once per process, ``key`` and run ``seed`` (an embeddings workload's batches built
+        ahead). A new seed (the web UI's next test) drops what the last one built: it is never used again."""
+        if seed != self._built_seed:
+            self._built.clear()
+            self._built_seed = seed
+        key = (key, seed)
         value = self._built.get(key)
         if value is None:
             value = self._built[key] = build()

@@ -163,11 +163,16 @@ def test_a_locust_run_matches_the_mocks_log_and_the_report_gives_rtfx_and_the_au
     assert "RTFx at capacity" in text and "$ per audio hour" in text
 
 
+LONG_CLIPS = "from llmload import LLMAudioUser\n\n\nclass LongUser(LLMAudioUser):\n    audio_seconds = '60-1200'\n"
+
+
 @pytest.mark.parametrize(("args", "message"), [
     ([CHAT, "--endpoint", "audio"], "--endpoint audio: ChatUser sends chat; transcription runs in LLMAudioUser"),
     ([AUDIO, "--transport", "openai"], "--transport openai: TranscribeUser (audio) runs on the fast transport only"),
+    (["long_clips.py"], "LongUser.audio_seconds: a draw can be 1200 s; a synthetic clip is at most 819.1 s"),
 ])
 def test_audio_on_a_chat_user_or_the_openai_sdk_fails_once_at_init(tmp_path, args, message):
+    (tmp_path / "long_clips.py").write_text(LONG_CLIPS)  # a bad setting: one line at init, not one per user
     res = run([sys.executable, "-m", "locust", "-f", *args, "--host", "http://127.0.0.1:9", "--headless", "-u", "2",
                "-r", "2", "-t", "3s"], tmp_path)
     assert res.returncode == 1, res.stdout[-1000:] + res.stderr[-2000:]

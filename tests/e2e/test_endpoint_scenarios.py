@@ -38,6 +38,7 @@ workloads:
     document_tokens: 20
     top_n: 2
     output_tokens: 6
+    priority: {class: answer, value: 2}
     slo: {task_p95_s: 10}
 """
 
@@ -95,6 +96,7 @@ def test_a_rag_pipeline_runs_its_calls_in_order_and_is_judged_as_a_task(mock_fac
     log = mock.log_by_id(expect=len(rows))
     assert set(rows["request_id"]) == set(log)
     assert set(rows["scenario"]) == {"rag"} and set(rows["step_kind"]) == {"embed", "rerank", "chat"}
+    assert set(rows["priority"]) == {"answer"}  # the pipeline's class in every call's row, not only the chat's
     tasks = [g.sort_values("turn") for _, g in rows.groupby("session_id")]
     whole = [g for g in tasks if len(g) == 3 and (g["status"] == "ok").all()]
     assert len(whole) >= 20 and all(len(g) <= 3 for g in tasks)

@@ -279,3 +279,71 @@ def test_the_mocks_form_parser_is_bounded():
         parse_multipart(long_head, ct)
     with pytest.raises(BadRequest, match="stream: expected true or false"):
         parse_transcription(multipart_body([("stream", "maybe")], "a.wav", wav, "audio/wav", BOUNDARY), ct, "mock")
+
+
+def _audio_class(**settings):
+    from llmload import LLMAudioUser
+
+    return type("TalkUser", (LLMAudioUser,), settings)
+
+
+def _init_error(cls) -> str:
+    import types
+
+    from llmload.plugin.config import build_config
+    from llmload.plugin.option_checks import ConfigError
+
+    env = types.SimpleNamespace(parsed_options=None, user_classes=[cls], host="http://127.0.0.1:9", shape_class=None)
+    with pytest.raises(ConfigError) as e:
+        build_config(env, require_host=True)
+    return str(e.value)
+
+
+def _folder(tmp_path, **files: bytes) -> str:
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"response_format": "srt"}, "TalkUser.response_format 'srt': expected one of json"),
+    ({"response_format": "verbose_json"}, "TalkUser: response_format verbose_json cannot be streamed"),
+    ({"clips": 0}, "TalkUser.clips 0: expected a whole number >= 1"),
+    ({"audio_seconds": "ten"}, "TalkUser.audio_seconds: expected N or \"LOW-HIGH\", got 'ten'"),
+    ({"audio_seconds": "5-1000"}, "TalkUser.audio_seconds: a draw can be 1000 s; a synthetic clip is at most 819.1 s"),
+    ({"audio_seconds": {"dist": "lognormal", "median": 20, "sigma": 1}},
+     "TalkUser.audio_seconds: a lognormal draw has no upper bound; a synthetic clip is at most 819.1 s"),
+    ({"audio_dir": "no-such-folder"}, "TalkUser.audio_dir 'no-such-folder': not a folder"),
+    ({"audio_dir": "EMPTY"}, "no audio file in it"),
+    ({"audio_dir": "BAD_WAV"}, "TalkUser.audio_dir: "),
+    ({"audio_dir": "MP3"}, "TalkUser.audio_dir: "),
+    ({"audio_dir": "HUGE"}, "over the 25 MiB a transcription server takes; split it"),
+])
+def test_bad_audio_settings_stop_the_run_at_init_with_one_line(tmp_path, settings, message):
+    folders = {"EMPTY": {}, "BAD_WAV": {"a.wav": b"RIFF0000WAVEnope"}, "MP3": {"talk.mp3": b"ID3" + bytes(64)},
+               "HUGE": {"big_10s.mp3": bytes((25 << 20) + 1)}}
+    if settings.get("audio_dir") in folders:
+        settings = {"audio_dir": _folder(tmp_path, **folders[settings["audio_dir"]])}
+    text = _init_error(_audio_class(**settings))
+    assert message in text and "\n" not in text, text
+
+
+def test_good_audio_settings_pass_the_init_check_and_a_synthetic_clip_fits_the_upload_limit(tmp_path):
+    from llmload.workload.audio import MAX_CLIP_SECONDS, MAX_FILE_BYTES
+
+    _audio_class(audio_seconds={"dist": "lognormal", "median": 20, "sigma": 1, "max": 600}).check_settings()
+    _audio_class(audio_dir=_folder(tmp_path, **{"talk_2.5s.mp3": b"ID3" + bytes(64)})).check_settings()
+    assert len(synth_wav(MAX_CLIP_SECONDS, 1)) <= MAX_FILE_BYTES
+    with pytest.raises(ValueError, match="at most 819.1 s"):
+        synthetic_clips(parse_distribution(900, "audio_seconds", integer=False), 1, 1)
+
+
+def test_a_new_run_seed_drops_the_clip_pools_of_the_old_one():
+    from llmload.workload import audio
+
+    clips = synthetic_clips(parse_distribution(1, "audio_seconds", integer=False), 1, seed=3)
+    fields = transcription_fields("m", stream=True)
+    first = clip_pool(("seeds", 1), lambda: clips, fields, 30)
+    assert clip_pool(("seeds", 1), lambda: clips, fields, 30) is first
+    clip_pool(("seeds", 1), lambda: clips, fields, 31)  # the web UI's next test
+    assert {k[2] for k in audio._POOLS} == {31}  # one pool per seed would grow with every test

@@ -164,3 +164,28 @@ def test_batches_are_built_ahead_and_each_request_gets_unique_texts():
         assert not seen & set(body["input"])  # no text sent twice: no cache answers one
         seen |= set(body["input"])
     assert len(BatchPool("m", batch, lengths, seed=5, max_bytes=1).batches) == 1  # bounded by bytes, at least one
+
+
+def test_the_batch_pool_is_one_per_run_seed_and_a_new_seed_drops_the_old_pools():
+    import types
+
+    from llmload.plugin.whole_body import embeddings_workload
+    from llmload.workload.shared import SharedState
+
+    shared = SharedState(lambda: 1, lambda: None)
+    opts = {"seed": 1}
+    plugin = types.SimpleNamespace(option=lambda name, default=None: opts.get(name, default), shared=shared,
+                                   worker_index=0)
+    user = types.SimpleNamespace(plugin=plugin, seed=lambda: 7)
+    batch, lengths = parse_distribution("1-4", "batch_size", minimum=1), parse_distribution(8, "input_tokens")
+
+    def pool():
+        return embeddings_workload(user, "embed", "m", batch, lengths, "float", None).pool
+
+    first = pool()
+    assert pool() is first  # every user of the test shares it
+    opts["seed"] = 2  # the web UI's next test draws a fresh seed: new batches, as --seed 2 would give
+    second = pool()
+    assert second is not first and second.batches != first.batches and len(shared._built) == 1
+    opts["seed"] = 1
+    assert pool().batches == first.batches  # --seed 1 repeats the first test

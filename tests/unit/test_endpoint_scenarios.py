@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import textwrap
+from types import SimpleNamespace
 
 import pytest
 
 from llmload.mock.metrics_state import EngineStats, buckets_1_2_5
+from llmload.plugin.whole_body import body_meta
 from llmload.wire.rerank import ranked_indices
 from llmload.workload.file.scenario import ScenarioError, parse_scenario
 from llmload.workload.rag_pipeline import RagPipeline
@@ -89,10 +91,65 @@ def test_a_key_that_does_not_go_with_the_workload_is_one_error_naming_it(text, e
     assert error in str(e.value) and "\n" not in str(e.value), str(e.value)
 
 
+@pytest.mark.parametrize(("value", "error"), [
+    ("{dist: empirical, values: [1, 1000000], weights: [99, 1]}", "1e+06 is too large: expected at most 100,000"),
+    ("{dist: lognormal, median: 4, sigma: 2}", "a lognormal draw has no upper bound: give max: (at most 100,000"),
+    ("{dist: normal, mean: 10, std: 5}", "a normal draw has no upper bound"),
+    ("{dist: lognormal, median: 4, sigma: 2, max: 200000}", "200000 is too large"),
+    ("{dist: histogram, bins: [[1, 10, 99], [10, 100001, 1]]}", "100001 is too large"),
+    ("100-100001", "100001 is too large"),
+])
+def test_the_largest_draw_of_texts_per_request_is_checked_not_the_mean(value, error):
+    for key, head in (("batch_size", "endpoint: embeddings"), ("documents", "endpoint: rerank"),
+                      ("documents", "endpoint: score"), ("documents", "pipeline: [rerank, chat]")):
+        with pytest.raises(ScenarioError) as e:
+            scenario(f"workloads:\n  w:\n    {head}\n    {key}: {value}\n")
+        assert f"s.yaml:4: workloads.w.{key}: {error}" in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("value", ["{dist: lognormal, median: 4, sigma: 2, max: 100000}", "{dist: normal, mean: 9, "
+                                   "std: 0}", "{dist: empirical, values: [1, 1000000], weights: [1, 0]}", "100000"])
+def test_texts_per_request_whose_largest_draw_fits_load(value):
+    spec = scenario(f"workloads:\n  e:\n    endpoint: embeddings\n    batch_size: {value}\n").workloads[0]
+    assert spec.body.batch_size.top <= 100_000
+
+
 def test_defaults_apply_where_they_fit():
     spec = scenario("defaults: {output_tokens: 9, model: m}\nworkloads:\n  e: {endpoint: embeddings}\n  c: {}\n")
     e, c = spec.workloads
     assert e.model == c.model == "m" and c.output_tokens.mean == 9 and e.body is not None
+
+
+def test_models_and_priority_of_the_defaults_stay_with_the_workloads_they_fit():
+    spec = scenario("defaults: {models: {a: 1, b: 1}, priority: {class: fast, value: 0}}\nworkloads:\n"
+                    "  e: {endpoint: embeddings}\n  r: {endpoint: rerank}\n  s: {endpoint: score}\n"
+                    "  p: {pipeline: [rerank, chat]}\n  c: {}\n")
+    w = {x.name: x for x in spec.workloads}
+    for name in "ers":  # whole-body: one model, no priority class (their rows would carry none)
+        assert w[name].models is None and w[name].priority is None and "priority" not in w[name].extra
+    assert w["p"].models is None and w["p"].priority.name == "fast" and w["p"].extra["priority"] == 0
+    assert w["c"].models.names == ("a", "b") and w["c"].priority.name == "fast"
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("workloads:\n  e: {endpoint: embeddings, models: {a: 1}}\n", "s.yaml:2: workloads.e.models: does not go with "
+     "endpoint embeddings: a mix of models goes with streaming workloads; this one sends one model, model:; its keys"),
+    ("workloads:\n  r: {endpoint: rerank, priority: batch}\n", "s.yaml:2: workloads.r.priority: does not go with "
+     "endpoint rerank: whole-body requests carry no priority class"),
+    ("workloads:\n  s: {endpoint: score, priority: {class: b, value: 3}}\n", "workloads.s.priority: does not go"),
+    ("workloads:\n  p: {pipeline: [embed, chat], models: {a: 1}}\n", "workloads.p.models: does not go with a "
+     "pipeline: a mix of models goes with streaming workloads; this one sends one model, model: (and embed_model"),
+])
+def test_models_and_priority_on_a_whole_body_workload_are_one_error(text, error):
+    with pytest.raises(ScenarioError) as e:
+        scenario(text)
+    assert error in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_a_whole_body_row_carries_its_users_priority_class():
+    plugin = SimpleNamespace(next_request_id=lambda: 7, worker_index=0)
+    user = SimpleNamespace(environment=SimpleNamespace(runner=None), plugin=plugin, priority_class="answer")
+    assert body_meta(user, "rag", 8, 1, "t1", 1, "embed").priority == "answer"
 
 
 def test_a_pipeline_task_embeds_the_query_ranks_its_passages_and_prompts_with_the_best():

@@ -237,3 +237,15 @@ def test_the_reports_run_table_names_the_phases():
         {"phase": "alone:high", "users": 4}, {"phase": "together", "users": 12}]}}
     rows = dict(manifest_rows({"shape": shape}))
     assert rows["shape"] == "IsolationShape: 8.0 s per phase: alone:high (4 users), together (12 users)"
+
+
+def test_a_whole_body_workload_under_isolation_is_one_error_saying_it_has_no_class():
+    from llmload.plugin.isolation_setup import check_isolation
+    from llmload.plugin.option_checks import ConfigError
+
+    text = "defaults: {priority: {class: high, value: 0}}\nworkloads:\n  chat: {}\n  ingest: {endpoint: embeddings}\n"
+    env, config = _run_with(text, ("ChatUser", "chat", 1), ("IngestUser", "ingest", 1))
+    with pytest.raises(ConfigError) as e:
+        check_isolation(env, config)
+    assert "workloads.ingest (endpoint embeddings) sends whole-body requests, which have no priority: class" \
+        in str(e.value), str(e.value)

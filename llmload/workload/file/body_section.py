@@ -11,7 +11,8 @@ chains them into RAG tasks (``pipeline: [embed, rerank, chat]``), and which othe
   chat keys ``output_tokens``, ``system_prompt``, ``sampling``, ``extra``, ``ignore_eos``.
 
 A key that does not go with the workload's kind is one error naming it and the keys that do (a
-key from ``defaults:`` is not: the defaults apply where they fit).
+key from ``defaults:`` is not: the defaults apply where they fit, :func:`fitting_defaults`). A
+pipeline's ``priority:`` class is in each of its rows; its value goes in the chat call.
 
 Usage::
 
@@ -40,10 +41,19 @@ ALLOWED = {
     "rerank": _COMMON | _RANK | {"top_n"},
     "score": _COMMON | _RANK,
     "pipeline": _COMMON | _RANK | {"pipeline", "top_n", "encoding_format", "dimensions", "output_tokens",
-                                   "system_prompt", "sampling", "extra", "ignore_eos"},
+                                   "system_prompt", "sampling", "extra", "ignore_eos", "priority"},
 }
-
 DistributionOf = Callable[..., Distribution | None]  # sections_core.distribution(ctx, d, key, path, minimum=...)
+
+
+def _why(key: str, kind: str) -> str:
+    """Why ``models:`` or ``priority:`` does not go with a whole-body workload (or ``models:`` with a pipeline)."""
+    if key == "models":
+        one = "model: (and embed_model, rerank_model in pipeline:)" if kind == "pipeline" else "model:"
+        return f"a mix of models goes with streaming workloads; this one sends one model, {one}; "
+    if key == "priority":
+        return "whole-body requests carry no priority class (a pipeline's calls do: give it there); "
+    return ""
 
 
 def _kind_keys(ctx: Ctx, raw: dict, path: str, kind: str) -> None:
@@ -51,8 +61,22 @@ def _kind_keys(ctx: Ctx, raw: dict, path: str, kind: str) -> None:
     for key in raw:
         if key not in allowed:
             what = f"endpoint {kind}" if kind != "pipeline" else "a pipeline"
-            raise ctx.error(f"{path}.{key}", f"does not go with {what}: its keys are "
+            why = _why(key, kind)
+            raise ctx.error(f"{path}.{key}", f"does not go with {what}: {why}its keys are "
                             f"{', '.join(sorted(allowed - _COMMON))} (and {', '.join(sorted(_COMMON))})")
+
+
+def body_kind(d: dict, endpoint: str) -> str | None:
+    """embeddings, rerank or score (a whole-body workload), pipeline, or None (a streaming workload)."""
+    return endpoint if endpoint in BODY_ENDPOINTS else "pipeline" if "pipeline" in d else None
+
+
+def fitting_defaults(defaults: dict, raw: dict, endpoint: str) -> dict:
+    """The workload with the keys of ``defaults:`` that go with its kind (``models:`` and ``priority:``
+    of the defaults stay with the streaming workloads; a pipeline takes ``priority:``)."""
+    d = {**defaults, **raw}
+    kind = body_kind(d, endpoint)
+    return d if kind is None else {k: v for k, v in defaults.items() if k in ALLOWED[kind]} | raw
 
 
 def _pipeline(ctx: Ctx, raw: Any, path: str) -> PipelineSpec:
@@ -71,10 +95,22 @@ def _pipeline(ctx: Ctx, raw: Any, path: str) -> PipelineSpec:
                         rerank_api=choice(ctx, p, "rerank_api", path, ("rerank", "score"), "rerank"))
 
 
+def check_texts(ctx: Ctx, got: Distribution, path: str) -> None:
+    """The largest draw of ``batch_size`` or ``documents`` (not its mean: one draw builds that many texts)."""
+    top = got.top
+    if top <= MAX_TEXTS:
+        return
+    if got.kind in ("normal", "lognormal") and got.hi >= MAX_TOKENS:  # no max: of its own (the lengths' cap)
+        raise ctx.error(path, f"a {got.kind} draw has no upper bound: give max: (at most {MAX_TEXTS:,} texts "
+                        "per request)")
+    raise ctx.error(path, f"{top:g} is too large: expected at most {MAX_TEXTS:,} texts per request (its largest "
+                    "draw, not its mean: lower max: or the largest value)")
+
+
 def parse_body(ctx: Ctx, d: dict, raw: dict, path: str, endpoint: str,
                distribution: DistributionOf) -> tuple[BodySpec | None, PipelineSpec | None]:
     """``d``: the workload with its defaults, ``raw``: as the file wrote it (whose keys are checked)."""
-    kind = endpoint if endpoint in BODY_ENDPOINTS else "pipeline" if "pipeline" in d else None
+    kind = body_kind(d, endpoint)
     if kind is None:
         for key in raw:
             if key in BODY_KEYS:
@@ -89,10 +125,7 @@ def parse_body(ctx: Ctx, d: dict, raw: dict, path: str, endpoint: str,
     def dist(key: str, default: Any) -> Distribution | None:
         got = distribution(ctx, d, key, path, minimum=1) if key in ALLOWED[kind] else None
         if got is not None and key in ("batch_size", "documents"):  # texts per request, each built ahead
-            top = max(got.params) if got.kind in ("fixed", "uniform") else got.hi if got.hi < MAX_TOKENS else got.mean
-            if top > MAX_TEXTS:
-                raise ctx.error(f"{path}.{key}", f"{top:g} is too large: expected at most {MAX_TEXTS:,} texts "
-                                "per request")
+            check_texts(ctx, got, f"{path}.{key}")
         return got if got is not None else parse_distribution(default, key, minimum=1) if default else None
 
     return BodySpec(

@@ -19,7 +19,7 @@ from llmload.wire.protocol import BODY_ENDPOINTS, ENDPOINTS, ENV_PREFIX, parse_h
 from llmload.wire.redact import is_secret_name
 from llmload.workload.call_graph import GraphSpec
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
-from llmload.workload.file.body_section import BODY_KEYS, parse_body
+from llmload.workload.file.body_section import BODY_KEYS, fitting_defaults, parse_body
 from llmload.workload.file.graph_section import parse_graph
 from llmload.workload.file.models_section import parse_models
 from llmload.workload.file.priority_section import parse_priority, with_priority
@@ -194,8 +194,8 @@ def header_secrets(raw: dict) -> tuple[str, ...]:
 def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str) -> WorkloadSpec:
     path = f"workloads.{name}"
     raw = keys(ctx, raw if raw is not None else {}, path, WORKLOAD_KEYS)
-    d = {**defaults, **raw}
-    endpoint = choice(ctx, d, "endpoint", path, (*ENDPOINTS, *BODY_ENDPOINTS), "chat")
+    endpoint = choice(ctx, {**defaults, **raw}, "endpoint", path, (*ENDPOINTS, *BODY_ENDPOINTS), "chat")
+    d = fitting_defaults(defaults, raw, endpoint)
     body, pipeline = parse_body(ctx, d, raw, path, endpoint, distribution)
     for key in ("sampling", "extra"):
         if key in d and not isinstance(d[key], dict):
