@@ -188,6 +188,22 @@ def test_each_class_gets_its_attainment_shed_rate_and_verdict_on_its_own_scenari
     assert "error_rate=0.01: 0.2000 (broken)" in table[1][6]
 
 
+def test_a_model_slo_judges_each_class_on_its_requests_of_that_model_alone():
+    rows = [(None, "high", "chat", 1.0 + i, 200, 100.0, 10.0) for i in range(10)]  # adapter-a: fast
+    rows += [(None, "high", "chat", 1.5 + i, 200, 900.0, 10.0) for i in range(10)]  # adapter-b: slow
+    rows += [(None, "low", "batch", 2.0 + i, 200, 900.0, 20.0) for i in range(10)]  # the base model
+    df = _frame(rows)
+    df["model"] = pd.Categorical(np.where(df["scenario"] == "batch", "base",
+                                          np.where(df["ttft_ms"] < 500, "adapter-a", "adapter-b")))
+    steps = [Step(users=4, start=0.0, end=100.0, measured_from=0.0)]
+    data = classes_json(_report(df, ["adapter-a:ttft_p95_ms=200", "adapter-b:ttft_p95_ms=200"], steps=steps))
+    high, low = data["priority_classes"]["classes"]["high"], data["priority_classes"]["classes"]["low"]
+    a, b = high["slos"]["adapter-a:ttft_p95_ms=200"], high["slos"]["adapter-b:ttft_p95_ms=200"]
+    assert (a["n"], a["value"], a["met"], a["attainment"]) == (10, 100.0, True, 1.0)  # adapter-a's rows alone
+    assert (b["n"], b["met"], b["attainment"]) == (10, False, 0.0) and high["slo_met"] is False
+    assert set(low["slos"]) == {"error_rate=0.01"} and low["slo_met"] is True  # no request of either adapter
+
+
 def test_an_isolation_run_reports_each_class_alone_vs_together_and_judges_the_together_phase():
     rows = [("alone:high", "high", "chat", 0.5, 200, 10_000.0, 50.0)]  # the phase's warm-up: left out
     rows += [("alone:high", "high", "chat", 2.0 + i / 10, 200, 100.0, 10.0) for i in range(20)]
