@@ -9,9 +9,11 @@ import json
 import pytest
 
 from llmload.mock.engine import BatchingEngine, EngineParams, EngineRequest
+from llmload.mock.messages_api import parse_messages_body
 from llmload.mock.openai_api import BadRequest, parse_body
 from llmload.mock.options import add_mock_arguments, config_from_args
 from llmload.mock.priority_engine import PriorityEngine, make_engine, pick_victim, sheds, waiting_priorities
+from llmload.mock.responses_api import parse_responses_body
 from llmload.workload.file.scenario import ScenarioError, parse_scenario
 from tests.support.engine_runs import run_until_idle, words
 
@@ -219,3 +221,14 @@ def test_preemption_stops_as_soon_as_the_head_fits():
     e.advance(e.next_event_time())
     assert e.stats.preemptions == 1 and urgent.state == "running"
     assert [s.state for s in lows] == ["running", "waiting"]  # vLLM's victim: the later one
+
+
+@pytest.mark.parametrize("parse, body", [
+    (parse_responses_body, {"model": "m", "input": "hi there"}),
+    (parse_messages_body, {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}),
+])
+def test_the_responses_and_messages_apis_read_the_body_priority_as_chat_does(parse, body):
+    assert parse(json.dumps({**body, "priority": 7}).encode(), "m").priority == 7
+    assert parse(json.dumps(body).encode(), "m").priority == 0
+    with pytest.raises(BadRequest, match="priority: expected an integer"):
+        parse(json.dumps({**body, "priority": "high"}).encode(), "m")
