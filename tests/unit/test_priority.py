@@ -85,6 +85,8 @@ def test_mock_options_choose_the_policy_and_refuse_it_without_a_batching_engine(
     assert config_from_args(p.parse_args([])).scheduling == "fcfs"
     with pytest.raises(ValueError, match="--scheduling priority: profile 'fixed' has no batching engine"):
         config_from_args(p.parse_args(["--profile", "fixed", "--scheduling", "priority"]))
+    with pytest.raises(ValueError, match=r"^--max-queue 8: profile 'fixed' has no batching engine to schedule; pick"):
+        config_from_args(p.parse_args(["--profile", "fixed", "--ttft-ms", "20", "--max-queue", "8"]))
     assert isinstance(make_engine(PARAMS, "priority"), PriorityEngine)
     assert type(make_engine(PARAMS, "fcfs")) is BatchingEngine
 
