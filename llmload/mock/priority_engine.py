@@ -64,8 +64,9 @@ def sheds(waiting: Iterable[int], priority: int, max_queue: int | None, policy: 
 
 
 def waiting_priorities(engine: object) -> list[int]:
-    """The priorities of the requests an engine holds waiting (the fixed engine has no queue)."""
-    return [s.request.priority for s in getattr(engine, "waiting", ())]
+    """The priorities of the requests waiting for an engine: its queue (the fixed engine has none), and
+    those the front holds for a LoRA adapter's slot (``held``), which vLLM has in its queue too."""
+    return [s.request.priority for s in getattr(engine, "waiting", ())] + list(getattr(engine, "held", ()))
 
 
 class PriorityEngine(BatchingEngine):
