@@ -122,6 +122,9 @@ class EngineBase:
         self.stats = EngineStats()
         self.prefix_cache = PrefixCache(0)
         self.gpu: Any = None  # a gpu_telemetry.GpuMeter: told every step, may slow it (throttling)
+        # The priorities of requests the front holds before submitting them (waiting for a LoRA adapter's
+        # slot, mock/lora.py): vLLM has them in its waiting queue, so they count as waiting
+        self.held: list[int] = []
 
     def _emit(self, seq: Sequence, tokens: int, now: float, out: list[Emission]) -> None:
         first = seq.generated == 0
@@ -358,7 +361,7 @@ class BatchingEngine(EngineBase):
 
     @property
     def num_waiting(self) -> int:
-        return len(self.waiting)
+        return len(self.waiting) + len(self.held)
 
     @property
     def kv_usage(self) -> float:

@@ -73,7 +73,7 @@ class FixedEngine(EngineBase):
 
     @property
     def num_waiting(self) -> int:
-        return 0
+        return len(self.held)  # no queue of its own: only requests held for a LoRA adapter's slot
 
     @property
     def kv_usage(self) -> float:

@@ -4,9 +4,14 @@ most ``max_loras`` are loaded at once (``--max-loras``, vLLM's ``max_loras``, de
 A request for an adapter that is not loaded waits for a free slot, or for a loaded adapter to be
 idle (no request running on it; the least recently used idle one is evicted), then pays the load
 cost (``--lora-load-ms``) before the engine sees it; requests for an adapter being loaded wait for
-that load. The base model needs no slot. ``/v1/models`` lists the base model and the adapters as
-vLLM's ``OpenAIServingModels.show_available_models`` does (an adapter's card has ``parent``, the
-base model, and ``root``); a model the mock does not serve gets vLLM's 404 (``The model `X` does
+that load. As in vLLM, where such a request sits in the scheduler's waiting queue, the wait is queue
+time: :func:`wait_for_adapter` gives the engine the moment the request would have entered its queue
+(so the engine's queue time, TTFT and E2E include the wait), and while it waits the request counts
+among the engine's waiting ones (``engine.held``: ``vllm:num_requests_waiting``, ``--max-queue``).
+
+The base model needs no slot. ``/v1/models`` lists the base model and the adapters as vLLM's
+``OpenAIServingModels.show_available_models`` does (an adapter's card has ``parent``, the base
+model, and ``root``); a model the mock does not serve gets vLLM's 404 (``The model `X` does
 not exist.``, ``NotFoundError``). ``/metrics`` shows vLLM's ``vllm:lora_requests_info`` gauge
 (vllm/v1/metrics/loggers.py: labels ``max_lora``, ``waiting_lora_adapters``,
 ``running_lora_adapters``, the adapters' names comma-joined; its value the time it was set).
@@ -17,6 +22,8 @@ Usage::
     adapter = slots.acquire("adapter-1")     # blocks this greenlet until loaded; None for the base
     ...                                      # the request runs
     slots.release(adapter)
+    adapter, queued_at = wait_for_adapter(slots, "adapter-1", 0, engine)   # the server's call
+    seq = engine.submit(engine_request, queued_at)
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import json
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 import gevent
 import gevent.event
@@ -98,11 +106,14 @@ class LoraSlots:
     def not_found_body(self, model: str) -> bytes:
         return api.error_body(404, f"The model `{model}` does not exist.")
 
-    def acquire(self, model: str) -> str | None:
-        """Wait until ``model``'s adapter is loaded and count a request running on it; None: the base."""
+    def acquire(self, model: str, held: list[int] | None = None, priority: int = 0) -> str | None:
+        """Wait until ``model``'s adapter is loaded and count a request running on it; None: the base.
+        ``held``: a list the request's ``priority`` is in while it waits (the engine's ``held``)."""
         if model not in self._adapters:
             return None
         self.waiting[model] = self.waiting.get(model, 0) + 1
+        if held is not None:
+            held.append(priority)
         try:
             while True:
                 if model in self.loading:
@@ -118,6 +129,8 @@ class LoraSlots:
                     continue
                 self._load(model)
         finally:
+            if held is not None:
+                held.remove(priority)
             self.waiting[model] -= 1
             if not self.waiting[model]:
                 del self.waiting[model]
@@ -174,3 +187,13 @@ class LoraSlots:
                 "# TYPE vllm:lora_requests_info gauge\n"
                 f'vllm:lora_requests_info{{max_lora="{self.config.max_loras}",waiting_lora_adapters="{waiting}",'
                 f'running_lora_adapters="{running}"}} {value!r}\n')
+
+
+def wait_for_adapter(slots: LoraSlots | None, model: str, priority: int, engine: Any) -> tuple[str | None, float]:
+    """The request's adapter (None: the base model, or no adapters served), once its slot is loaded, and
+    the moment it would have entered the engine's queue without waiting (perf_counter): its engine
+    arrival, so the wait is queue time. While it waits its priority is in ``engine.held``."""
+    queued_at = time.perf_counter()
+    if slots is None:
+        return None, queued_at
+    return slots.acquire(model, engine.held, priority), queued_at

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llmload.mock.openai_api import BadRequest, ParsedRequest, _int_field, _words_of, json_object
+from llmload.mock.openai_api import BadRequest, ParsedRequest, _int_field, _priority_field, _words_of, json_object
 
 # Chat finish reasons → Anthropic's stop reasons
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
@@ -92,6 +92,7 @@ def parse_messages_body(body_bytes: bytes, default_model: str) -> ParsedRequest:
         image_tokens=sum(images),
         messages_api=True,
         thinking_budget=budget,
+        priority=_priority_field(body),  # --scheduling priority orders the queue by it, as for chat
     )
 
 

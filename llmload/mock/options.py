@@ -132,7 +132,8 @@ def add_mock_arguments(p: argparse.ArgumentParser) -> None:
                         "running request when the batch is full (vllm:num_preemptions)")
     q.add_argument("--max-queue", type=number(at_least=1, integer=True), default=None, metavar="N",
                    help="answer 429 to an arrival with N or more requests waiting ahead of it (priority: those of "
-                        "its own or a more urgent class, so the least urgent class is shed first; default: unbounded)")
+                        "its own or a more urgent class, so the least urgent class is shed first; default: unbounded; "
+                        "a batching profile's queue: the fixed engine has none)")
     g = p.add_argument_group("engine parameters (override the profile)")
     for name, kind in ENGINE_FLAGS.items():
         flag = "--" + name.replace("_", "-")
@@ -171,8 +172,11 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
                    throttle=parse_throttle(throttle_text) if throttle_text else None)
     max_connections = getattr(args, "max_connections", 20_000)  # bounded by the parser (argtypes)
     scheduling = getattr(args, "scheduling", None) or "fcfs"
-    if scheduling != "fcfs" and params is None:
-        raise ValueError(f"--scheduling {scheduling}: profile {profile.name!r} has no batching engine to schedule; "
+    max_queue = getattr(args, "max_queue", None)
+    queue_flags = [f for f, given in ((f"--scheduling {scheduling}", scheduling != "fcfs"),
+                                      (f"--max-queue {max_queue}", max_queue is not None)) if given]
+    if queue_flags and params is None:  # the fixed engine has no waiting queue to order or bound
+        raise ValueError(f"{queue_flags[0]}: profile {profile.name!r} has no batching engine to schedule; "
                          "pick a batching profile (llmload mock --list-profiles)")
     idle_timeout = getattr(args, "idle_timeout", 300.0)
     return MockConfig(
@@ -205,5 +209,5 @@ def config_from_args(args: argparse.Namespace) -> MockConfig:
         audio_rtfx=getattr(args, "audio_rtfx", 100.0),
         audio_itl_ms=getattr(args, "audio_itl_ms", 2.0),
         scheduling=scheduling,
-        max_queue=getattr(args, "max_queue", None),
+        max_queue=max_queue,
     )

@@ -8,8 +8,10 @@ admitted in arrival order, the first one that does not fit blocks those behind i
 ``priority`` (a *lower* value first), then by arrival. When the batch is full (``max_num_seqs``
 running, or their KV reservations leave no room) and the head of the queue is of a more urgent
 class than the least urgent running request, that request is preempted: vLLM's victim, the
-running request with the largest ``(priority, arrival)``. It goes back to the waiting queue and
-resumes by *recompute* (vLLM's default preemption mode): its KV is freed, and on re-admission its
+running request with the largest ``(priority, arrival)``, then the next, until the head fits; none
+is preempted when the head would not fit even with every less urgent running request gone (they
+would lose their progress and admit nothing). A preempted request goes back to the waiting queue
+and resumes by *recompute* (vLLM's default preemption mode): its KV is freed, and on re-admission its
 prompt and the tokens it already generated are prefilled again (the prompt's blocks may still be
 in the prefix cache) before it produces its next token. Each preemption counts in
 ``vllm:num_preemptions``. (vLLM itself preempts when KV blocks run out mid-run; the mock reserves a
@@ -62,8 +64,9 @@ def sheds(waiting: Iterable[int], priority: int, max_queue: int | None, policy: 
 
 
 def waiting_priorities(engine: object) -> list[int]:
-    """The priorities of the requests an engine holds waiting (the fixed engine has no queue)."""
-    return [s.request.priority for s in getattr(engine, "waiting", ())]
+    """The priorities of the requests waiting for an engine: its queue (the fixed engine has none), and
+    those the front holds for a LoRA adapter's slot (``held``), which vLLM has in its queue too."""
+    return [s.request.priority for s in getattr(engine, "waiting", ())] + list(getattr(engine, "held", ()))
 
 
 class PriorityEngine(BatchingEngine):
@@ -78,6 +81,16 @@ class PriorityEngine(BatchingEngine):
         need = seq.prompt_len + seq.request.output_tokens
         return len(self.running) < p.max_num_seqs and (
             not self.running or self.kv_used + need <= p.kv_capacity_tokens)
+
+    def _fits_once_victims_go(self, seq: Sequence) -> bool:
+        """Whether ``seq`` would fit with every running request of a less urgent class gone: the only
+        preemptions that can admit it. If not, none is made (a victim would lose its progress for nothing)."""
+        p = self.params
+        victims = [s for s in self.running if s.request.priority > seq.request.priority]
+        left = len(self.running) - len(victims)
+        kv = self.kv_used - sum(s.kv_reserved for s in victims)
+        need = seq.prompt_len + seq.request.output_tokens
+        return left < p.max_num_seqs and (left == 0 or kv + need <= p.kv_capacity_tokens)
 
     def _preempt(self, victim: Sequence) -> None:
         self.running.remove(victim)
@@ -94,7 +107,7 @@ class PriorityEngine(BatchingEngine):
 
     def _could_admit(self) -> bool:
         head = min((s for s in self.waiting if s.ready_at <= self._now), key=queue_key, default=None)
-        return head is not None and (self._fits(head) or pick_victim(self.running, head) is not None)
+        return head is not None and self._fits_once_victims_go(head)
 
     def _admit(self, now: float) -> None:
         ready = sorted((s for s in self.waiting if s.ready_at <= now), key=queue_key)
@@ -102,13 +115,12 @@ class PriorityEngine(BatchingEngine):
             return
         admitted: set[int] = set()
         for seq in ready:
-            while not self._fits(seq):
-                victim = pick_victim(self.running, seq)
-                if victim is None:
-                    break
-                self._preempt(victim)
-            if not self._fits(seq):
+            if not self._fits_once_victims_go(seq):
                 break  # the head that cannot run blocks the less urgent ones behind it, as vLLM's queue does
+            while not self._fits(seq):  # the victims free enough: preempt only as many as it takes
+                victim = pick_victim(self.running, seq)
+                assert victim is not None
+                self._preempt(victim)
             seq.kv_reserved = seq.prompt_len + seq.request.output_tokens
             self.kv_used += seq.kv_reserved
             seq.cached_tokens = self.prefix_cache.lookup(seq.block_hashes, seq.prompt_len)

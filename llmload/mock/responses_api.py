@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llmload.mock.openai_api import BadRequest, ParsedRequest, _int_field, _words_of, json_object
+from llmload.mock.openai_api import BadRequest, ParsedRequest, _int_field, _priority_field, _words_of, json_object
 
 
 def parse_responses_body(body_bytes: bytes, default_model: str) -> ParsedRequest:
@@ -45,6 +45,7 @@ def parse_responses_body(body_bytes: bytes, default_model: str) -> ParsedRequest
         include_usage=True,  # the completed event always carries usage
         responses=True,
         image_tokens=sum(images),
+        priority=_priority_field(body),  # --scheduling priority orders the queue by it, as for chat
     )
 
 

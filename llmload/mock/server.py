@@ -37,7 +37,7 @@ from llmload.mock.faults import Fault, FaultPicker
 from llmload.mock.fixed_engine import FixedEngine
 from llmload.mock.gpu_telemetry import GpuMeter, render_dcgm
 from llmload.mock.http_request import RequestError, parse_request
-from llmload.mock.lora import LoraSlots
+from llmload.mock.lora import LoraSlots, wait_for_adapter
 from llmload.mock.messages_api import full_response as full_messages_response
 from llmload.mock.messages_api import parse_messages_body
 from llmload.mock.metrics_state import EngineStats, LatencyHistogram
@@ -316,8 +316,8 @@ class MockServer:
             engine_req.slow_first_s = fault.seconds
         if fault is not None and fault.kind == "stall":
             engine_req.stall_after, engine_req.stall_s = 1, fault.seconds
-        adapter = self.lora.acquire(req.model) if self.lora is not None else None  # waits for its slot and load
-        seq = self.engine.submit(engine_req, perf_counter())
+        adapter, queued_at = wait_for_adapter(self.lora, req.model, req.priority, self.engine)  # slot and load
+        seq = self.engine.submit(engine_req, queued_at)  # queued_at: before the wait, which is queue time
         seq.user = stream
         stream.seq = seq
         if seq.finished:  # zero tokens asked for

@@ -76,9 +76,11 @@ def check_isolation(environment: Any, config: Any) -> IsolationSetup | None:
         name, rank = _class_of(cls, config)
         old_rank, members = grouped.get(name, (rank, []))
         grouped[name] = (min(old_rank, rank), [*members, cls])
-    groups = tuple(ClassGroup(name, rank, tuple(c.__name__ for c in members),
-                              float(sum(getattr(c, "weight", 1) or 1 for c in members)))
-                   for name, (rank, members) in grouped.items())
+    found = []
+    for name, (rank, members) in grouped.items():
+        weights = tuple(float(getattr(c, "weight", 1) or 1) for c in members)
+        found.append(ClassGroup(name, rank, tuple(c.__name__ for c in members), sum(weights), weights))
+    groups = tuple(found)
     run_users = int(option(environment, "num_users", 0) or 0)
     try:
         phase_plan(plan, groups, run_users)

@@ -108,7 +108,8 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                               "gives each class's p95s alone vs together (the leakage)")),
     ("--isolation-seconds", dict(default="", help="isolation run: seconds each phase lasts (default 30)")),
     ("--isolation-users", dict(default="", help="isolation run: users of the together phase, split over the user "
-                                                "classes by weight; a class alone runs its share (default: -u)")),
+                                                "classes by weight (largest remainder, at least one per class); each "
+                                                "user class runs the same users alone as together (default: -u)")),
     ("--isolation-spawn-rate", dict(default="", help="isolation run: users started per second when a phase begins "
                                                      "(default 100)")),
     ("--seed", dict(default="", help="workload seed (default: a fresh one per run, printed in the summary and "

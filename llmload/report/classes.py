@@ -8,8 +8,11 @@ run's steps (each step after its warm-up). The warm-up's rows are never read (:m
 Which SLOs a class is held to: a class is a property of its scenarios (workloads), so an SLO scoped
 to a scenario (``interactive:ttft_p95_ms=500``) judges that scenario's requests of the class, and an
 unscoped one the requests of every scenario of the class that has no scoped SLO of the same metric
-(:func:`llmload.metrics.slo.slos_for`). Per SLO: ``attainment`` (:data:`~llmload.metrics.catalog.SLO_ATTAINMENT`),
-``value`` (the SLO's statistic over the ok requests) and ``met`` (value within the limit).
+(:func:`llmload.metrics.slo.slos_for`); a model SLO (``adapter-a:ttft_p95_ms=800``, a scope naming a
+model of a ``models:`` mix: :func:`llmload.metrics.slo.scope_models`, as the report's steps read it)
+judges the class's requests of that model alone, in every class that has some. Per SLO:
+``attainment`` (:data:`~llmload.metrics.catalog.SLO_ATTAINMENT`), ``value`` (the SLO's statistic over
+the ok requests) and ``met`` (value within the limit).
 
 The isolation section compares, per class, the p95 TTFT and TPOT of its ``alone:CLASS`` phase with
 those of ``together`` (:func:`leakage`): the most urgent class's leakage (its rank in
@@ -31,7 +34,7 @@ import pandas as pd
 
 from llmload.files import ALONE_PHASE_PREFIX, TOGETHER_PHASE
 from llmload.metrics import catalog
-from llmload.metrics.slo import ERROR_RATE, SLO, slos_for, with_error_budget
+from llmload.metrics.slo import ERROR_RATE, SLO, scope_models, slos_for, with_error_budget
 from llmload.report.format import fmt
 
 _STAT = catalog.ISOLATION_STAT
@@ -105,8 +108,11 @@ def _class_entry(rows: pd.DataFrame, slos: list[SLO]) -> dict[str, Any]:
         entry[m.row_column] = {q: round(float(np.percentile(v, float(q[1:]))), 3) if len(v) else None
                                for q in ("p50", "p95", "p99")} | {"n": int(len(v))}
     judged: dict[str, Any] = {}
-    for slo in _class_slos(slos, entry["scenarios"]):
-        mine = finished & rows["scenario"].isin(_scenarios_of(slo, slos, entry["scenarios"])).to_numpy(dtype=bool)
+    for slo in _class_slos(slos, entry["scenarios"], set(_values(rows, "model"))):
+        if slo.model is not None:  # that model's requests of the class alone (as a step's verdict reads them)
+            mine = finished & _is(rows, "model", slo.model)
+        else:
+            mine = finished & rows["scenario"].isin(_scenarios_of(slo, slos, entry["scenarios"])).to_numpy(dtype=bool)
         total = int(mine.sum())
         if slo.metric == ERROR_RATE:
             value = float(total - (ok & mine).sum()) / total if total else None
@@ -126,11 +132,12 @@ def _class_entry(rows: pd.DataFrame, slos: list[SLO]) -> dict[str, Any]:
     return entry
 
 
-def _class_slos(slos: list[SLO], scenarios: list[str]) -> list[SLO]:
-    """Every SLO that applies to at least one scenario of the class, once."""
+def _class_slos(slos: list[SLO], scenarios: list[str], models: set[str]) -> list[SLO]:
+    """Every SLO that applies to at least one scenario of the class, once; a model SLO only if the
+    class has requests of that model (``models``)."""
     out: list[SLO] = []
     for name in scenarios:
-        out += [s for s in slos_for(slos, name) if s not in out]
+        out += [s for s in slos_for(slos, name) if s not in out and (s.model is None or s.model in models)]
     return out
 
 
@@ -187,7 +194,10 @@ def classes_json(report: Any) -> dict[str, Any]:
     if not names:
         return {}
     order = _order(report, names)
-    slos = with_error_budget(report.options.slos, report.options.error_budget)
+    df = report.df
+    # the SLOs as the report's steps judge them: a scope naming a model of a models: mix is a model SLO
+    scoped = scope_models(report.options.slos, _values(df, "scenario"), _values(df, "model"))
+    slos = with_error_budget(scoped, report.options.error_budget)
     rows, which = _judged_rows(report)
     out: dict[str, Any] = {"priority_classes": {
         "judged_on": which,

@@ -3,9 +3,11 @@ the phase marks of the rows.
 
 A run of ``--isolation`` has one phase per priority class, most urgent first (by its ``rank``),
 in which only that class's users run, then a ``together`` phase in which every class runs. The
-``together`` phase runs ``--isolation-users`` users, split over the user classes by their Locust
-weights; a class alone runs the users it has in ``together`` (its share), so the only thing that
-changes between its two phases is the other classes' traffic. Each phase lasts
+``together`` phase runs ``--isolation-users`` users, split over the priority classes by their
+Locust weights (largest remainder, at least one user each), and each class's share over its user
+classes the same way; a class alone runs exactly the users it has in ``together``, user class by user
+class (the shape tells Locust each one's count), so the only thing that changes between its two
+phases is the other classes' traffic. Each phase lasts
 ``--isolation-seconds`` from the moment its users are started; before it, the previous phase's
 users are stopped (their requests in flight end as ``cancelled``), so no phase overlaps another.
 
@@ -18,8 +20,8 @@ Usage::
     plan = parse_isolation(True, "20", "16", "")        # IsolationPlan(seconds=20.0, users=16, ...)
     groups = [ClassGroup("high", 0, ("HighUser",), 1), ClassGroup("low", 10, ("LowUser",), 3)]
     phase_plan(plan, groups)
-    # [Phase("alone:high", 4, ("HighUser",)), Phase("alone:low", 12, ("LowUser",)),
-    #  Phase("together", 16, ("HighUser", "LowUser"))]
+    # [Phase("alone:high", 4, ("HighUser",), (4,)), Phase("alone:low", 12, ("LowUser",), (12,)),
+    #  Phase("together", 16, ("HighUser", "LowUser"), (4, 12))]
     marks = PhaseMarks(); marks.begin("alone:high", time.time()); marks.stamp(rows)
 """
 
@@ -68,6 +70,7 @@ class ClassGroup:
     rank: float  # 0 the most urgent (the workloads' priority.rank: the lowest of them)
     user_classes: tuple[str, ...]
     weight: float  # the sum of the user classes' Locust weights
+    weights: tuple[float, ...] = ()  # each user class's weight (empty: equal shares)
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,21 @@ class Phase:
     label: str
     users: int
     user_classes: tuple[str, ...]
+    counts: tuple[int, ...] = ()  # the users of each of user_classes (they sum to users)
+
+
+def split(total: int, weights: Sequence[float], at_least: int = 0) -> list[int]:
+    """``total`` split in proportion to ``weights`` by largest remainder (ties: the first), each share
+    at least ``at_least``: the shares sum to ``total`` (given ``total >= at_least * len(weights)``)."""
+    whole = sum(weights)
+    quotas = [total * w / whole if whole > 0 else total / len(weights) for w in weights]
+    counts = [max(at_least, math.floor(q)) for q in quotas]
+    while sum(counts) < total:  # one more to the share furthest below its quota
+        counts[min(range(len(counts)), key=lambda i: (counts[i] - quotas[i], i))] += 1
+    while sum(counts) > total:  # the at_least floor over-allocated: one less from the furthest above
+        over = [i for i in range(len(counts)) if counts[i] > at_least]
+        counts[max(over, key=lambda i: (counts[i] - quotas[i], -i))] -= 1
+    return counts
 
 
 def _positive(flag: str, text: Any, whole: bool) -> float | None:
@@ -111,12 +129,14 @@ def phase_plan(plan: IsolationPlan, groups: Sequence[ClassGroup], run_users: int
                          f"{', '.join(g.name for g in groups) or 'none'} (priority: in each workload)")
     total = plan.users or run_users
     ordered = sorted(groups, key=lambda g: (g.rank, g.name))
-    weight = sum(g.weight for g in ordered)
     if total < len(ordered):
         raise ValueError(f"--isolation-users {total}: expected at least one user per class ({len(ordered)})")
-    phases = [Phase(alone(g.name), max(1, round(total * g.weight / weight)), g.user_classes) for g in ordered]
-    everyone = tuple(sorted(c for g in ordered for c in g.user_classes))
-    return [*phases, Phase(TOGETHER, total, everyone)]
+    phases = []
+    for g, users in zip(ordered, split(total, [g.weight for g in ordered], at_least=1), strict=True):
+        counts = split(users, g.weights or [1.0] * len(g.user_classes))
+        phases.append(Phase(alone(g.name), users, g.user_classes, tuple(counts)))
+    everyone = sorted((c, n) for p in phases for c, n in zip(p.user_classes, p.counts, strict=True))
+    return [*phases, Phase(TOGETHER, total, tuple(c for c, _ in everyone), tuple(n for _, n in everyone))]
 
 
 class PhaseMarks:

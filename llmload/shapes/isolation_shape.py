@@ -8,6 +8,12 @@ swap one class's users for another's at an unchanged count, and a phase must not
 The phase's clock starts when its users are asked for; the run (:class:`llmload.shapes.control.ShapeControl`)
 is told then, so each row is marked with its phase.
 
+Each phase's users are exactly the plan's, user class by user class: Locust's dispatcher splits a count
+over weighted classes in its own order (``locust/dispatch.py`` ``_kl_generator``), which need not give a
+class alone what it gets together, so the shape sets each of the phase's user classes' ``fixed_count``
+(which the dispatcher spawns first, exactly) to the plan's count before the tick that asks for them; the
+classes' own ``fixed_count`` is put back when the run ends.
+
 The plugin installs it at init for ``--isolation`` (a locustfile's own shape cannot run beside it).
 
 Usage::
@@ -42,6 +48,7 @@ class IsolationShape(LoadTestShape):
         self.users = self.phases[-1].users  # what a warm-up in front sizes itself by
         self.spawn_rate = plan.spawn_rate
         self._classes = classes
+        self._own_fixed = {name: getattr(cls, "fixed_count", 0) for name, cls in classes.items()}
         self._started: list[float | None] = [None] * len(self.phases)  # epoch seconds each phase began
         self._reset()
 
@@ -53,7 +60,22 @@ class IsolationShape(LoadTestShape):
 
     def reset_time(self) -> None:
         super().reset_time()
+        self._restore()
         self._reset()
+
+    def _user_classes(self, phase: Phase) -> list[type]:
+        """The phase's user classes, each told its count (Locust spawns ``fixed_count`` users of it)."""
+        out = []
+        for name, count in zip(phase.user_classes, phase.counts, strict=True):
+            if count > 0:
+                self._classes[name].fixed_count = count
+                out.append(self._classes[name])
+        return out
+
+    def _restore(self) -> None:
+        for name, fixed in self._own_fixed.items():
+            if getattr(self._classes[name], "fixed_count", 0) != fixed:
+                self._classes[name].fixed_count = fixed
 
     def tick(self) -> tuple[int, float] | tuple[int, float, list[type]] | None:
         while self._index < len(self.phases):
@@ -70,9 +92,10 @@ class IsolationShape(LoadTestShape):
                 log.info("llmload: isolation phase %s: %d user(s) for %g s", phase.label, phase.users,
                          self.plan.seconds)
             if now - self._phase_from < self.plan.seconds:
-                return phase.users, self.plan.spawn_rate, [self._classes[c] for c in phase.user_classes]
+                return phase.users, self.plan.spawn_rate, self._user_classes(phase)
             self._index += 1
             self._phase_from = self._drain_from = None
+        self._restore()
         return None
 
     def _drained(self, now: float) -> bool:
@@ -92,6 +115,7 @@ class IsolationShape(LoadTestShape):
             "classes": [{"class": g.name, "rank": g.rank, "user_classes": list(g.user_classes)}
                         for g in sorted(self.groups, key=lambda g: (g.rank, g.name))],
             "phases": [{"phase": p.label, "users": p.users, "user_classes": list(p.user_classes),
+                        "counts": list(p.counts),
                         "started_at": None if t is None else round(t, 6)}
                        for p, t in zip(self.phases, self._started, strict=True)],
         }}

@@ -35,8 +35,8 @@ def test_options_make_a_plan_and_bad_ones_name_their_flag():
 
 def test_the_plan_runs_each_class_alone_most_urgent_first_with_its_share_then_together():
     phases = phase_plan(IsolationPlan(5.0, 16, 50.0), GROUPS)
-    assert phases == [Phase("alone:high", 4, ("HighUser",)), Phase("alone:low", 12, ("LowUser",)),
-                      Phase("together", 16, ("HighUser", "LowUser"))]
+    assert phases == [Phase("alone:high", 4, ("HighUser",), (4,)), Phase("alone:low", 12, ("LowUser",), (12,)),
+                      Phase("together", 16, ("HighUser", "LowUser"), (4, 12))]
     assert phase_plan(IsolationPlan(5.0, 0, 50.0), GROUPS, run_users=8)[-1].users == 8  # -u when no users given
     with pytest.raises(ValueError, match="at least two priority classes; the run has high"):
         phase_plan(IsolationPlan(), GROUPS[1:], 8)
@@ -78,7 +78,7 @@ def test_the_shape_ticks_each_phase_for_its_seconds_and_empties_the_run_between_
     control = types.SimpleNamespace(phase_began=lambda label, at: began.append((label, at)))
     runner = types.SimpleNamespace(user_count=0, environment=types.SimpleNamespace(stop_timeout=0,
                                                                                   llmload_shapes=control))
-    high, low = type("HighUser", (), {}), type("LowUser", (), {})
+    high, low = type("HighUser", (), {"fixed_count": 0}), type("LowUser", (), {"fixed_count": 0})
     shape = IsolationShape(IsolationPlan(10.0, 16, 50.0), GROUPS, {"HighUser": high, "LowUser": low})
     shape.runner = runner
     shape.reset_time()
@@ -98,12 +98,46 @@ def test_the_shape_ticks_each_phase_for_its_seconds_and_empties_the_run_between_
     assert shape.tick() == (0, 50.0)
     clock.t += 31.0  # users that never stop: the next phase starts after --stop-timeout + 30 s anyway
     assert shape.tick() == (16, 50.0, [high, low])
+    assert (high.fixed_count, low.fixed_count) == (4, 12)  # Locust is told each class's count
     clock.t += 10.0
     assert shape.tick() is None
+    assert (high.fixed_count, low.fixed_count) == (0, 0)  # the classes' own, back at the end
     phases = shape.describe()["isolation"]["phases"]
     assert [p["phase"] for p in phases] == ["alone:high", "alone:low", "together"]
     assert all(p["started_at"] is not None for p in phases)
     assert [c["class"] for c in shape.describe()["isolation"]["classes"]] == ["high", "low"]
+
+
+@pytest.mark.parametrize("weights, total", [
+    ({"A": 1, "B": 1, "C": 1}, 16),  # Locust alone would split 16 as 6/5/5, the old plan ran 5/5/5 alone
+    ({"A": 1, "C": 10}, 2),  # the old plan: 1 and 2 alone, 2 together
+    ({"A": 1, "B": 2, "C": 3}, 7),  # B and C one priority class of two user classes
+])
+def test_each_user_class_runs_the_same_users_alone_as_together_under_locusts_own_dispatcher(weights, total):
+    from locust import User
+    from locust.dispatch import UsersDispatcher
+    from locust.runners import WorkerNode
+
+    classes = {n: type(n, (User,), {"weight": w, "abstract": False}) for n, w in weights.items()}
+    members = {"a": ["A"], "c": [n for n in ("B", "C") if n in weights]}
+    groups = [ClassGroup(g, rank, tuple(ms), float(sum(weights[m] for m in ms)), tuple(float(weights[m]) for m in ms))
+              for rank, (g, ms) in enumerate(members.items())]
+    shape = IsolationShape(IsolationPlan(1.0, total, 1000.0), groups, classes)
+    shape.runner = types.SimpleNamespace(user_count=0, environment=types.SimpleNamespace(stop_timeout=0))
+    dispatcher = UsersDispatcher([WorkerNode("w1"), WorkerNode("w2")], list(classes.values()))
+    got: dict[str, dict[str, int]] = {}
+    for phase in shape.phases:
+        shape._phase_from, shape._index = None, shape.phases.index(phase)
+        users, rate, user_classes = shape.tick()
+        dispatcher.new_dispatch(users, rate, user_classes)
+        on_workers = list(dispatcher)[-1]
+        got[phase.label] = {n: sum(w[n] for w in on_workers.values()) for n in classes}
+        assert sum(got[phase.label].values()) == users
+        dispatcher.new_dispatch(0, rate)  # the shape empties the run between phases
+        list(dispatcher)
+    assert sum(got["together"].values()) == total
+    for g, ms in members.items():
+        assert {m: got[f"alone:{g}"][m] for m in ms} == {m: got["together"][m] for m in ms}
 
 
 def test_leakage_is_the_move_from_alone_to_together_in_ms_and_percent():
@@ -152,6 +186,22 @@ def test_each_class_gets_its_attainment_shed_rate_and_verdict_on_its_own_scenari
     assert heading.startswith("Priority classes") and [r[0] for r in table] == ["high", "low"]
     assert table[1][3] == "20.0%" and table[1][-1] == "broken"
     assert "error_rate=0.01: 0.2000 (broken)" in table[1][6]
+
+
+def test_a_model_slo_judges_each_class_on_its_requests_of_that_model_alone():
+    rows = [(None, "high", "chat", 1.0 + i, 200, 100.0, 10.0) for i in range(10)]  # adapter-a: fast
+    rows += [(None, "high", "chat", 1.5 + i, 200, 900.0, 10.0) for i in range(10)]  # adapter-b: slow
+    rows += [(None, "low", "batch", 2.0 + i, 200, 900.0, 20.0) for i in range(10)]  # the base model
+    df = _frame(rows)
+    df["model"] = pd.Categorical(np.where(df["scenario"] == "batch", "base",
+                                          np.where(df["ttft_ms"] < 500, "adapter-a", "adapter-b")))
+    steps = [Step(users=4, start=0.0, end=100.0, measured_from=0.0)]
+    data = classes_json(_report(df, ["adapter-a:ttft_p95_ms=200", "adapter-b:ttft_p95_ms=200"], steps=steps))
+    high, low = data["priority_classes"]["classes"]["high"], data["priority_classes"]["classes"]["low"]
+    a, b = high["slos"]["adapter-a:ttft_p95_ms=200"], high["slos"]["adapter-b:ttft_p95_ms=200"]
+    assert (a["n"], a["value"], a["met"], a["attainment"]) == (10, 100.0, True, 1.0)  # adapter-a's rows alone
+    assert (b["n"], b["met"], b["attainment"]) == (10, False, 0.0) and high["slo_met"] is False
+    assert set(low["slos"]) == {"error_rate=0.01"} and low["slo_met"] is True  # no request of either adapter
 
 
 def test_an_isolation_run_reports_each_class_alone_vs_together_and_judges_the_together_phase():
@@ -206,8 +256,8 @@ def test_the_run_groups_its_user_classes_by_priority_class():
     env, config = _run_with(TWO_CLASSES, ("ChatUser", "chat", 1), ("BulkUser", "bulk", 2), ("MoreUser", "more", 1))
     setup = check_isolation(env, config)
     assert setup.plan == IsolationPlan(5.0, 12, 100.0)
-    assert setup.groups == (ClassGroup("high", 0.0, ("ChatUser",), 1.0),
-                            ClassGroup("low", 5.0, ("BulkUser", "MoreUser"), 3.0))
+    assert setup.groups == (ClassGroup("high", 0.0, ("ChatUser",), 1.0, (1.0,)),
+                            ClassGroup("low", 5.0, ("BulkUser", "MoreUser"), 3.0, (2.0, 1.0)))
     env.parsed_options.isolation = False
     env.parsed_options.isolation_users = ""
     env.parsed_options.isolation_seconds = ""

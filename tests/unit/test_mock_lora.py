@@ -10,7 +10,7 @@ import json
 import gevent
 import pytest
 
-from llmload.mock.lora import LoraConfig, LoraSlots, parse_adapters
+from llmload.mock.lora import LoraConfig, LoraSlots, parse_adapters, wait_for_adapter
 
 
 def test_an_adapter_waits_for_an_idle_slot_and_the_least_recently_used_idle_one_is_evicted():
@@ -50,3 +50,32 @@ def test_models_list_404_and_adapter_names():
     for bad in ("0", "a,,b", "a,a"):
         with pytest.raises(argparse.ArgumentTypeError):
             parse_adapters(bad)
+
+
+def test_a_request_waiting_for_its_adapter_is_waiting_to_the_engine_and_its_wait_is_queue_time():
+    from time import perf_counter
+
+    from llmload.mock.engine import BatchingEngine, EngineParams, EngineRequest
+    from llmload.mock.priority_engine import sheds, waiting_priorities
+
+    engine = BatchingEngine(EngineParams(step_base_ms=10.0, step_per_seq_ms=0.0, step_per_prefill_token_ms=0.0,
+                                         prefix_caching=False))
+    slots = LoraSlots(LoraConfig(("a", "b"), max_loras=1, load_ms=0), "base")
+    assert slots.acquire("a") == "a"  # a runs a request: b must wait for the slot
+    t0 = perf_counter()
+    waiter = gevent.spawn(wait_for_adapter, slots, "b", 5, engine)
+    gevent.sleep(0.05)
+    assert not waiter.ready() and engine.num_waiting == 1 and waiting_priorities(engine) == [5]
+    assert sheds(waiting_priorities(engine), priority=5, max_queue=1, policy="priority")  # it is ahead of the next
+    slots.release("a")
+    adapter, queued_at = waiter.get(timeout=10)
+    assert adapter == "b" and engine.num_waiting == 0 and engine.held == [] and queued_at - t0 < 0.04
+    seq = engine.submit(EngineRequest(prompt_words=["w"] * 10, output_tokens=1), queued_at)
+    now = perf_counter()
+    while not seq.finished:
+        now = max(now, engine.next_event_time())
+        engine.advance(now)
+    # the engine's TTFT and queue time run from before the adapter wait (>= 50 ms), as vLLM's do
+    assert seq.first_token_time - seq.arrival >= 0.05 + 0.01 and engine.stats.ttft.count == 1
+    assert engine.stats.queue.count == 1 and engine.stats.queue.sum >= 0.05
+    assert wait_for_adapter(None, "x", 0, engine)[0] is None

@@ -9,9 +9,11 @@ import json
 import pytest
 
 from llmload.mock.engine import BatchingEngine, EngineParams, EngineRequest
+from llmload.mock.messages_api import parse_messages_body
 from llmload.mock.openai_api import BadRequest, parse_body
 from llmload.mock.options import add_mock_arguments, config_from_args
 from llmload.mock.priority_engine import PriorityEngine, make_engine, pick_victim, sheds, waiting_priorities
+from llmload.mock.responses_api import parse_responses_body
 from llmload.workload.file.scenario import ScenarioError, parse_scenario
 from tests.support.engine_runs import run_until_idle, words
 
@@ -83,6 +85,8 @@ def test_mock_options_choose_the_policy_and_refuse_it_without_a_batching_engine(
     assert config_from_args(p.parse_args([])).scheduling == "fcfs"
     with pytest.raises(ValueError, match="--scheduling priority: profile 'fixed' has no batching engine"):
         config_from_args(p.parse_args(["--profile", "fixed", "--scheduling", "priority"]))
+    with pytest.raises(ValueError, match=r"^--max-queue 8: profile 'fixed' has no batching engine to schedule; pick"):
+        config_from_args(p.parse_args(["--profile", "fixed", "--ttft-ms", "20", "--max-queue", "8"]))
     assert isinstance(make_engine(PARAMS, "priority"), PriorityEngine)
     assert type(make_engine(PARAMS, "fcfs")) is BatchingEngine
 
@@ -183,3 +187,50 @@ def test_shedding_turns_the_least_urgent_class_away_first():
     e = PriorityEngine(PARAMS)
     e.submit(_req(4, "a"), now=0.0)
     assert waiting_priorities(e) == [4] and waiting_priorities(object()) == []
+
+
+def test_no_request_is_preempted_when_all_the_less_urgent_ones_would_not_make_room():
+    # KV 1000: a p=0 request holds 600, two p=5 hold 150 each; a p=1 arrival needs 600. Preempting
+    # both p=5 ones frees 300 of the 400 missing: none is preempted, and they keep their progress.
+    e = PriorityEngine(EngineParams(max_num_seqs=8, max_num_batched_tokens=2048, kv_capacity_tokens=1000,
+                                    step_base_ms=10.0, step_per_seq_ms=0.0, step_per_prefill_token_ms=0.0,
+                                    prefix_caching=False))
+    big = e.submit(_req(0, "big", out=50, prompt=550), now=0.0)
+    lows = [e.submit(_req(5, f"lo{i}", out=50, prompt=100), now=0.0) for i in range(2)]
+    e.advance(0.0)
+    t = e.next_event_time()
+    e.advance(t)  # every one produced its first token
+    assert e.num_running == 3 and e.kv_used == 900
+    urgent = e.submit(_req(1, "hi", out=10, prompt=590), now=t)
+    e.advance(e.next_event_time())
+    assert e.stats.preemptions == 0 and urgent.state == "waiting"
+    assert all(s.state == "running" and s.generated == 2 for s in lows)
+    run_until_idle(e, now=t)
+    assert all(s.state == "finished" for s in (big, urgent, *lows)) and e.stats.preemptions == 0
+
+
+def test_preemption_stops_as_soon_as_the_head_fits():
+    # the same batch, an arrival needing 250: one p=5 victim (150 freed) is enough, the other keeps running
+    e = PriorityEngine(EngineParams(max_num_seqs=8, max_num_batched_tokens=2048, kv_capacity_tokens=1000,
+                                    step_base_ms=10.0, step_per_seq_ms=0.0, step_per_prefill_token_ms=0.0,
+                                    prefix_caching=False))
+    e.submit(_req(0, "big", out=50, prompt=550), now=0.0)
+    lows = [e.submit(_req(5, f"lo{i}", out=50, prompt=100), now=0.0) for i in range(2)]
+    e.advance(0.0)
+    t = e.next_event_time()
+    e.advance(t)
+    urgent = e.submit(_req(1, "hi", out=10, prompt=240), now=t)
+    e.advance(e.next_event_time())
+    assert e.stats.preemptions == 1 and urgent.state == "running"
+    assert [s.state for s in lows] == ["running", "waiting"]  # vLLM's victim: the later one
+
+
+@pytest.mark.parametrize("parse, body", [
+    (parse_responses_body, {"model": "m", "input": "hi there"}),
+    (parse_messages_body, {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}),
+])
+def test_the_responses_and_messages_apis_read_the_body_priority_as_chat_does(parse, body):
+    assert parse(json.dumps({**body, "priority": 7}).encode(), "m").priority == 7
+    assert parse(json.dumps(body).encode(), "m").priority == 0
+    with pytest.raises(BadRequest, match="priority: expected an integer"):
+        parse(json.dumps({**body, "priority": "high"}).encode(), "m")
