@@ -166,7 +166,9 @@ def test_hostile_usage_through_a_master_and_two_workers(wire, tmp_path):
                 p.wait(20)
             except subprocess.TimeoutExpired:
                 p.kill()
-    assert master.returncode == 0 and "Traceback" not in err, err[-3000:]
+    # on failure, llmload's own lines first (a written-off worker says why there), then the log's tail
+    said = "\n".join(line for line in (out + err).splitlines() if "llmload" in line or "LOST" in line)
+    assert master.returncode == 0 and "Traceback" not in err, said[-4000:] + "\n---\n" + err[-2000:]
     worker_logs = [w.stderr.read() for w in workers]  # a worker's exit code is the run's (failures: 1)
     assert not any("Traceback" in t for t in worker_logs), [t[-2000:] for t in worker_logs]
     assert live and live[0]["scenario"] == "chat", live  # the LLM tab answered during the run
