@@ -158,6 +158,7 @@ class FastTransport:
                 reused = False
             if self.sock is None:
                 c0 = perf_counter()
+                meta.start_time = time.time()  # a request that never gets sent still has its time (sent: reset)
                 try:
                     self.connect()
                 except (OSError, gevent.Timeout, ValueError) as e:
@@ -168,6 +169,11 @@ class FastTransport:
                     return R.failed_record(meta, R.CONNECT_ERROR, f"cannot connect to {where}: "
                                            f"{explain_connect_error(e)}",
                                            e2e_ms=(perf_counter() - c0) * 1000.0)
+                except BaseException:  # killed while connecting (the end of a test): it still gets its row
+                    self.close()
+                    if on_cancel is not None:
+                        on_cancel(R.failed_record(meta, R.CANCELLED, "", e2e_ms=(perf_counter() - c0) * 1000.0))
+                    raise
             rec = self._exchange(data, meta, want_text, on_cancel, check_body)
             if rec is not None:
                 return rec

@@ -140,6 +140,7 @@ def test_nothing_listening_without_preflight_is_no_hot_loop_and_no_client_blame(
                       "-t", "5s", "--csv", str(prefix), "--preflight", "off"], tmp_path)
     rows = load_rows(prefix)
     assert set(rows["status"]) == {"connect_error"} and len(rows) <= 2 * 6
+    assert (rows["start_time"] > 1.7e9).all()  # a request that was never sent has its time too (was 0)
     summary = res.stdout[res.stdout.index("SERVER ERRORS"):]
     assert summary.startswith("SERVER ERRORS: ") and "connect_error" in summary.splitlines()[0]
     assert "CLIENT-LIMITED" not in res.stdout
