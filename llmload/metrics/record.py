@@ -48,6 +48,8 @@ CANCELLED = "cancelled"
 STATUSES = (OK, RATE_LIMITED, HTTP_3XX, HTTP_4XX, HTTP_5XX, CONNECT_ERROR, TIMEOUT, TRUNCATED, STREAM_ERROR,
             PROTOCOL_ERROR, EMPTY, CANCELLED)
 
+NEVER_SENT = "stopped while connecting: the request was never sent"  # a cancelled row's error, no server saw it
+
 CSV_COLUMNS = REQUESTS_COLUMNS  # the name this module has always exported; the list lives in llmload.files
 
 

@@ -172,7 +172,8 @@ class FastTransport:
                 except BaseException:  # killed while connecting (the end of a test): it still gets its row
                     self.close()
                     if on_cancel is not None:
-                        on_cancel(R.failed_record(meta, R.CANCELLED, "", e2e_ms=(perf_counter() - c0) * 1000.0))
+                        on_cancel(R.failed_record(meta, R.CANCELLED, R.NEVER_SENT,
+                                                  e2e_ms=(perf_counter() - c0) * 1000.0))
                     raise
             rec = self._exchange(data, meta, want_text, on_cancel, check_body)
             if rec is not None:
