@@ -21,7 +21,6 @@ Usage::
 
 from __future__ import annotations
 
-import time
 from time import perf_counter
 from typing import Any
 
@@ -29,6 +28,7 @@ import gevent
 
 from llmload.mock import openai_api as api
 from llmload.mock.audio_api import TranscriptionFormatter, parse_transcription, transcript_words, whole_answer
+from llmload.mock.body_endpoints import take_request
 from llmload.mock.embeddings_api import EmbeddingBatcher
 
 AUDIO_BATCH_SECONDS = 600  # audio one encoder step takes from the queue at most
@@ -42,10 +42,7 @@ def _frame(data: bytes) -> bytes:
 
 def serve_transcription(server: Any, sock: Any, headers: dict[str, str], body: bytes, rx_mono: float) -> bool:
     """One upload, transcribed; True: the connection goes on."""
-    arrival_unix = time.time() - (perf_counter() - rx_mono)
-    server._ids += 1
-    rid = headers.get("x-request-id") or f"mock-{server._ids}"
-    server.requests_total += 1
+    arrival_unix, rid = take_request(server, headers, rx_mono)
     c = server.config
     try:
         fault = server.faults.pick(headers.get("x-mock-fault"))

@@ -25,14 +25,18 @@ BODY_PATHS = ("/v1/embeddings", "/v1/rerank", "/v1/score")
 RANK_BATCH_PAIRS = 4096  # pairs one rerank step takes from the queue at most
 
 
+def take_request(server: Any, headers: dict[str, str], rx_mono: float) -> tuple[float, str]:
+    """A request taken by a non-chat endpoint: its arrival (Unix time of its receipt) and its id, counted."""
+    server._ids += 1
+    server.requests_total += 1
+    return time.time() - (perf_counter() - rx_mono), headers.get("x-request-id") or f"mock-{server._ids}"
+
+
 def serve_whole_body(server: Any, sock: Any, path: str, headers: dict[str, str], body: bytes,
                      rx_mono: float) -> bool:
     """One batch of inputs (or a query and its passages): queued for a step of the batched encoder
     (by tokens; rerank and score by pairs), then answered whole. True: the connection goes on."""
-    arrival_unix = time.time() - (perf_counter() - rx_mono)
-    server._ids += 1
-    rid = headers.get("x-request-id") or f"mock-{server._ids}"
-    server.requests_total += 1
+    arrival_unix, rid = take_request(server, headers, rx_mono)
     c = server.config
     try:
         fault = server.faults.pick(headers.get("x-mock-fault"))
