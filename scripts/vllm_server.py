@@ -25,6 +25,7 @@ From a shell::
 
     python scripts/vllm_server.py install               # prints the venv's python
     python scripts/vllm_server.py model                 # prints the tiny model's folder
+    python scripts/vllm_server.py lora                  # prints its random LoRA adapter's folder
     python scripts/vllm_server.py serve                 # prints its URL; served as "tiny"
     python scripts/vllm_server.py serve --port 8000 -- --max-num-seqs 2
 """
@@ -201,7 +202,8 @@ def write_tiny_model(path: str | os.PathLike, shape: ModelShape = ModelShape(), 
     trainer = trainers.BpeTrainer(vocab_size=shape.vocab, special_tokens=SPECIALS, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(text, trainer)
-    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))])
+    bos = tok.token_to_id("<s>")
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", bos)])
     tok.save(str(out / "tokenizer.json"))
     (out / "tokenizer_config.json").write_text(json.dumps({
         "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
@@ -251,6 +253,49 @@ def ensure_tiny_model(shape: ModelShape = ModelShape(), log: Log = _stderr) -> P
         return out
 
 
+def write_tiny_lora(path: str | os.PathLike, shape: ModelShape = ModelShape(), rank: int = 8, seed: int = 1) -> Path:
+    """Write a random LoRA adapter for the tiny model in PEFT's format (``adapter_config.json`` and
+    ``adapter_model.safetensors``, q_proj and v_proj of every layer, rank ``rank``). Runs in vLLM's
+    venv. Its v_proj delta reaches the residual stream only through o_proj, whose row 0 is zero,
+    so the model with it still writes only plain tokens."""
+    import torch
+    from safetensors.torch import save_file
+
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    gen = torch.Generator().manual_seed(seed)
+    head_dim, kv_heads = 64, max(1, shape.hidden // 128)
+    tensors = {}
+    for i in range(shape.layers):
+        for proj, width in (("q_proj", shape.hidden), ("v_proj", kv_heads * head_dim)):
+            base = f"base_model.model.model.layers.{i}.self_attn.{proj}"
+            tensors[f"{base}.lora_A.weight"] = torch.randn(rank, shape.hidden, generator=gen) * 0.05
+            tensors[f"{base}.lora_B.weight"] = torch.randn(width, rank, generator=gen) * 0.05
+    save_file(tensors, str(out / "adapter_model.safetensors"))
+    (out / "adapter_config.json").write_text(json.dumps({
+        "peft_type": "LORA", "task_type": "CAUSAL_LM", "r": rank, "lora_alpha": 2 * rank, "lora_dropout": 0.0,
+        "target_modules": ["q_proj", "v_proj"], "bias": "none", "fan_in_fan_out": False, "modules_to_save": None,
+        "base_model_name_or_path": str(model_dir(shape))}, indent=1))
+    return out
+
+
+def ensure_tiny_lora(shape: ModelShape = ModelShape(), log: Log = _stderr) -> Path:
+    """The tiny model's random LoRA adapter in the cache, written now by vLLM's venv if missing."""
+    out = model_dir(shape).with_name(model_dir(shape).name + "-lora")
+    if (out / "adapter_model.safetensors").is_file():
+        return out
+    python = ensure_vllm(log)
+    with open(out.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (out / "adapter_model.safetensors").is_file():
+            return out
+        with tempfile.TemporaryDirectory(prefix="lora-", dir=out.parent) as work:
+            _run([str(python), __file__, "lora", str(Path(work) / "a"), "--hidden", str(shape.hidden), "--layers",
+                  str(shape.layers)], Path(work) / "write.log", "writing the tiny LoRA adapter")
+            os.replace(Path(work) / "a", out)
+        return out
+
+
 # --- the server -------------------------------------------------------------------------------
 
 
@@ -290,6 +335,9 @@ class VllmServer:
     log_path: Path
     served_name: str = SERVED_NAME
     start_s: float = 0.0
+    """Launch to /health 200, in seconds."""
+    launch: tuple = ()
+    """What :func:`launch_vllm_server` was given (args, port, env, monotonic start)."""
 
 
 def _health(url: str) -> int | None:
@@ -308,6 +356,64 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def launch_vllm_server(
+    model: str | os.PathLike,
+    extra_args: Sequence[str] = (),
+    *,
+    port: int = 0,
+    env: dict[str, str] | None = None,
+    log_path: str | os.PathLike | None = None,
+    served_name: str = SERVED_NAME,
+) -> VllmServer:
+    """Start vLLM's OpenAI server on 127.0.0.1 without waiting for it (see :func:`wait_vllm_server`),
+    so that several can start at once. Port 0: a free one."""
+    python = ensure_vllm()
+    log_file = Path(log_path) if log_path else Path(tempfile.mkstemp(prefix="vllm-server-", suffix=".log")[1])
+    p = port or _free_port()
+    cmd = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--served-model-name",
+           served_name, "--host", "127.0.0.1", "--port", str(p), *extra_args]
+    with open(log_file, "w") as log:
+        log.write(f"$ {' '.join(cmd)}\n")
+        log.flush()
+        # its own session: stopping it reaches the engine core and worker processes it spawns
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=env or server_env(), start_new_session=True)
+    server = VllmServer(url=f"http://127.0.0.1:{p}", proc=proc, model=Path(model), log_path=log_file,
+                        served_name=served_name)
+    server.launch = (list(extra_args), port, env, time.monotonic())
+    return server
+
+
+def wait_vllm_server(server: VllmServer, timeout: float = 300.0) -> VllmServer:
+    """Wait (at most ``timeout`` s from its launch) until ``/health`` answers 200; the server
+    itself, or another on a new free port if another process bound its port first (vLLM binds its
+    port before it loads the model, so that shows within seconds). On failure the server is
+    stopped and VllmError carries its log's tail."""
+    extra_args, port, env, t0 = server.launch
+    deadline = t0 + timeout
+    for _attempt in range(5):
+        while True:
+            if server.proc.poll() is not None:
+                text = _tail(server.log_path, 400)
+                if not port and "Address already in use" in text:
+                    break
+                raise VllmError(f"vLLM exited with {server.proc.returncode} while starting; log {server.log_path}:\n"
+                                f"{_tail(server.log_path)}")
+            if _health(server.url) == 200:
+                server.start_s = time.monotonic() - t0
+                return server
+            if time.monotonic() >= deadline:
+                stop_vllm_server(server)
+                raise VllmError(f"{server.url}/health did not answer 200 within {timeout:.0f} s; log "
+                                f"{server.log_path}:\n{_tail(server.log_path)}")
+            time.sleep(0.25)
+        # another process took the port between our probe and vLLM's bind: another port
+        again = launch_vllm_server(server.model, extra_args, env=env, log_path=server.log_path,
+                                   served_name=server.served_name)
+        server.url, server.proc = again.url, again.proc
+    raise VllmError(f"vLLM could not bind a free port in 5 tries; log {server.log_path}:\n{_tail(server.log_path)}")
+
+
 def start_vllm_server(
     model: str | os.PathLike,
     extra_args: Sequence[str] = (),
@@ -319,41 +425,9 @@ def start_vllm_server(
     served_name: str = SERVED_NAME,
 ) -> VllmServer:
     """Start vLLM's OpenAI server on 127.0.0.1 and wait (at most ``timeout`` s) until ``/health``
-    answers 200. Port 0: a free port, taken again if another process bound it first (vLLM binds
-    its port before it loads the model, so that shows within seconds). On failure the server is
-    stopped and VllmError carries its log's tail."""
-    python = ensure_vllm()
-    log_file = Path(log_path) if log_path else Path(tempfile.mkstemp(prefix="vllm-server-", suffix=".log")[1])
-    t0 = time.monotonic()
-    deadline = t0 + timeout
-    for _attempt in range(5):
-        p = port or _free_port()
-        cmd = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--served-model-name",
-               served_name, "--host", "127.0.0.1", "--port", str(p), *extra_args]
-        with open(log_file, "w") as log:
-            log.write(f"$ {' '.join(cmd)}\n")
-            log.flush()
-            # its own session: stopping it reaches the engine core and worker processes it spawns
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=env or server_env(), start_new_session=True)
-        url = f"http://127.0.0.1:{p}"
-        server = VllmServer(url=url, proc=proc, model=Path(model), log_path=log_file, served_name=served_name)
-        while True:
-            if proc.poll() is not None:
-                text = _tail(log_file, 400)
-                if not port and "Address already in use" in text:
-                    break  # another process took the port between our probe and vLLM's bind: another
-                raise VllmError(f"vLLM exited with {proc.returncode} while starting; log {log_file}:\n"
-                                f"{_tail(log_file)}")
-            if _health(url) == 200:
-                server.start_s = time.monotonic() - t0
-                return server
-            if time.monotonic() >= deadline:
-                stop_vllm_server(server)
-                raise VllmError(f"{url}/health did not answer 200 within {timeout:.0f} s; log {log_file}:\n"
-                                f"{_tail(log_file)}")
-            time.sleep(0.25)
-    raise VllmError(f"vLLM could not bind a free port in 5 tries; log {log_file}:\n{_tail(log_file)}")
+    answers 200 (:func:`launch_vllm_server`, then :func:`wait_vllm_server`)."""
+    server = launch_vllm_server(model, extra_args, port=port, env=env, log_path=log_path, served_name=served_name)
+    return wait_vllm_server(server, timeout)
 
 
 def stop_vllm_server(server: VllmServer, timeout: float = 20.0) -> None:
@@ -382,6 +456,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     m.add_argument("--hidden", type=int, default=ModelShape.hidden)
     m.add_argument("--layers", type=int, default=ModelShape.layers)
     m.add_argument("--max-positions", type=int, default=ModelShape.max_positions)
+    a = sub.add_parser("lora", help="write the tiny model's random LoRA adapter (into the cache without a path)")
+    a.add_argument("path", nargs="?", default=None)
+    a.add_argument("--hidden", type=int, default=ModelShape.hidden)
+    a.add_argument("--layers", type=int, default=ModelShape.layers)
     s = sub.add_parser("serve", help="serve the tiny model until interrupted; vLLM args after -- "
                                      "(default: float32, prefix caching, --enforce-eager)")
     s.add_argument("--port", type=int, default=0, help="default: a free port")
@@ -396,10 +474,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.path is None:
                 print(ensure_tiny_model(shape))
             elif importlib.util.find_spec("torch") is None:  # not in vLLM's venv: write it there
-                rc = subprocess.run([str(ensure_vllm()), __file__, *sys.argv[1:]], env=server_env()).returncode
-                return rc
+                return subprocess.run([str(ensure_vllm()), __file__, *sys.argv[1:]], env=server_env()).returncode
             else:  # in vLLM's venv (as ensure_tiny_model runs it)
                 print(write_tiny_model(args.path, shape))
+        elif args.cmd == "lora":
+            shape = ModelShape(hidden=args.hidden, layers=args.layers)
+            if args.path is None:
+                print(ensure_tiny_lora(shape))
+            elif importlib.util.find_spec("torch") is None:
+                return subprocess.run([str(ensure_vllm()), __file__, *sys.argv[1:]], env=server_env()).returncode
+            else:
+                print(write_tiny_lora(args.path, shape))
         else:
             model = args.model or str(ensure_tiny_model())
             extra = [a for a in args.server_args if a != "--"] or server_args()

@@ -36,9 +36,15 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(getattr(pytest.mark, part))
     # the llama.cpp tests last: `make test` builds llama-server beside the others (see the Makefile)
     items.sort(key=lambda item: bool(LLAMA_FIXTURES.intersection(getattr(item, "fixturenames", ()))))
+    # --- vLLM (issue 30): after those, installed beside them by `make test`; the session server's first
+    items.sort(key=vllm_order_key)
 
 
 LLAMA_FIXTURES = frozenset({"llama_binary", "llama_server", "tiny_model"})
+
+# --- vLLM (issue 30): one vllm_server for the whole session (defined here, not imported per module)
+from tests.support.vllm import order_key as vllm_order_key  # noqa: E402
+from tests.support.vllm import vllm_server_fixture  # noqa: E402, F401  (the fixture)
 
 
 @pytest.fixture

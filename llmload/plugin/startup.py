@@ -36,7 +36,7 @@ from llmload.plugin.web_form import FormGuard
 from llmload.plugin.worker_guard import WorkerGuard, launch_options, worker_roots
 from llmload.transport.connection import ClientOptions
 from llmload.transport.credentials import CredentialBinding
-from llmload.transport.models import preflight
+from llmload.transport.models import preflight, unserved_model
 
 log = logging.getLogger("llmload")
 _IMPORT_PID = os.getpid()  # Locust forks --processes after importing the locustfile (and this)
@@ -82,9 +82,28 @@ def checked_config(environment: Any, leads: bool, at_init: bool,
         problem = preflight(host, config.client, config.faults.preflight, config.faults.preflight_wait_s)
     elif not at_init and not unattended:
         problem = preflight(host, config.client, "end", 0.0)
+    if problem is None and at_init and unattended:
+        problem = unserved_model(host, config.client, named_models(environment, config))
     if problem:
         raise ConfigError(problem)
     return config
+
+
+def named_models(environment: Any, config: RunConfig) -> dict[str, str]:
+    """Each model name the run sends that the user typed, with the flag or key that set it (as the
+    users choose: a workload's ``models:`` mix, else ``--model``, else its ``model:``)."""
+    flag = getattr(environment.parsed_options, "model", None)
+    out: dict[str, str] = {}
+    for spec in config.scenarios:
+        for w in spec.workloads:
+            if w.models:
+                for name in w.models.names:
+                    out.setdefault(name, f"workloads.{w.name}.models")
+            elif not flag and w.model:
+                out.setdefault(w.model, f"workloads.{w.name}.model")
+    if flag:
+        out.setdefault(flag, "--model")
+    return out
 
 
 class ConfigGate:

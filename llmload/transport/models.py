@@ -10,7 +10,9 @@ the same origin (scheme, host and port): the key and headers are never sent to a
 The preflight: any HTTP answer counts (a 401 or a 404 is a server that is there); a refused
 connection, an unknown host or silence does not. ``--preflight end`` (default) ends the run with
 that message, ``wait`` probes once a second until the server answers (bounded by
-``--preflight-wait-s``), ``off`` skips the check.
+``--preflight-wait-s``), ``off`` skips the check. Then a model the run names (``--model``, a
+workload's ``model:`` or ``models:``) that the server's list leaves out ends the run too, with one
+message naming it and the list (a server that lists no model is taken at its word).
 
 Usage::
 
@@ -18,6 +20,7 @@ Usage::
     answer.status, answer.json()                                       # 200, {"data": [{"id": "m"}, ...]}
     first_model("http://127.0.0.1:8000", ClientOptions())              # "m", or None (one warning)
     problem = preflight("http://127.0.0.1:8000", ClientOptions(), mode="end", wait_s=300)
+    problem = problem or unserved_model("http://127.0.0.1:8000", ClientOptions(), {"nope": "--model"})
     if problem:
         sys.exit("llmload: " + problem)
 """
@@ -191,6 +194,39 @@ def first_model_id(models: Any) -> str | None:
     if isinstance(data, list) and data and isinstance(data[0], dict) and data[0].get("id") is not None:
         return str(data[0]["id"])
     return None
+
+
+def listed_ids(models: Any) -> list[str] | None:
+    """Every ``data[].id`` of a ``/v1/models`` answer; None when it is no such list or lists none."""
+    data = models.get("data") if isinstance(models, dict) else None
+    if not isinstance(data, list):
+        return None
+    ids = [str(d["id"]) for d in data if isinstance(d, dict) and d.get("id") is not None]
+    return ids or None
+
+
+def unserved_model(base_url: str, options: ClientOptions, wanted: dict[str, str],
+                   timeout: float = MODELS_TIMEOUT_S) -> str | None:
+    """None when the server lists every model in ``wanted`` (name → the flag or key that set it), or
+    lists none (it may not need a name); else the one message that ends the run: a name it does not
+    list gets every request refused (vLLM: 404 "The model `x` does not exist.")."""
+    if not wanted:
+        return None
+    answer = get_models(base_url, options, timeout)
+    try:
+        ids = listed_ids(answer.json()) if answer.status == 200 else None
+    except ValueError:
+        ids = None
+    if ids is None:
+        return None
+    missing = [name for name in wanted if name not in ids]
+    if not missing:
+        return None
+    name = missing[0]
+    shown = ", ".join(ids[:8]) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
+    return (f"{wanted[name]}: the server at {_shown(base_url, options)} does not serve model {name!r} "
+            f"(GET {answer.url} lists {shown}); every request would be refused: name one it lists "
+            "(--preflight off skips this check)")
 
 
 def models_or_error(base_url: str | None, options: ClientOptions | None = None,

@@ -14,7 +14,7 @@ from gevent.server import StreamServer
 
 from llmload.transport.connection import ClientOptions, parse_query
 from llmload.transport.models import first_model, get_models, models_or_error, preflight
-from tests.support.locust_runs import SYNTHETIC, run_locust
+from tests.support.locust_runs import CHAT, SYNTHETIC, run_locust
 from tests.support.processes import free_port
 
 KEY = "sk-azure-secret-key"
@@ -172,3 +172,28 @@ def test_no_secret_reaches_a_message(servers):
     text += preflight(f"http://user:pw-secret@127.0.0.1:{port}", options, "end", 0.0) or ""
     assert "Connection refused" in text and "api-version=1" in text
     assert not any(s in text for s in (KEY, "sk-query-secret", "pw-secret")), text
+
+
+def test_a_model_the_server_does_not_list_ends_the_run_with_one_line(mock_factory, tmp_path):
+    """``--model`` (or a scenario's ``models:``) the server's /v1/models leaves out: every request would
+    be refused (vLLM: 404), so the run ends at init with one line naming the flag, the name and the list."""
+    mock = mock_factory("--profile", "fixed", "--model", "served-one")
+    res = run_locust(["-f", CHAT, "--host", mock.url, "--headless", "-u", "1", "-r", "1", "-t", "3s",
+                      "--model", "nope"], tmp_path)
+    said = [line for line in res.stderr.splitlines() if "llmload: " in line]
+    assert res.returncode == 1 and len(said) == 1, res.stderr[-2000:]
+    assert said[0].endswith(f"llmload: --model: the server at {mock.url} does not serve model 'nope' (GET "
+                            f"{mock.url}/v1/models lists served-one); every request would be refused: name one it "
+                            "lists (--preflight off skips this check)"), said
+    assert mock.log() == []
+    scen = tmp_path / "mix.yaml"
+    scen.write_text("workloads:\n  tenants:\n    models: {served-one: 0.5, adapter-x: 0.5}\n")
+    res = run_locust(["-f", CHAT, "--host", mock.url, "--headless", "-u", "1", "-r", "1", "-t", "3s",
+                      "--scenario", str(scen)], tmp_path)
+    said = [line for line in res.stderr.splitlines() if "llmload: " in line]
+    assert res.returncode == 1 and len(said) == 1 and "workloads.tenants.models: " in said[0], res.stderr[-2000:]
+    assert "does not serve model 'adapter-x'" in said[0]
+    # the check is skipped with the preflight: the run goes (and the mock serves any name)
+    res = run_locust(["-f", CHAT, "--host", mock.url, "--headless", "-u", "1", "-r", "1", "-t", "2s",
+                      "--model", "nope", "--preflight", "off", "--output-tokens", "4"], tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]

