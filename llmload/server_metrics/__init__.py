@@ -5,7 +5,7 @@ One module per step of the data flow: ``parse`` (a ``/metrics`` body → samples
 ``window`` (rates, gauge summaries and percentiles over a window of scrapes), ``series``
 (scrapes over time: CSV rows, a fleet combined, the live sample), ``verdict`` (what limited a
 load step, server-side). The scraping loop (``llmload.server_metrics.scrape``) and the report
-(``llmload.report.server``) live elsewhere and call these.
+(``llmload.report.sections.server``) live elsewhere and call these.
 
 Usage::
 

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from llmload.mock.fixed_engine import FixedEngine
-from llmload.mock.prometheus import render_metrics
+from llmload.mock.engine.fixed_engine import FixedEngine
+from llmload.mock.telemetry.prometheus import render_metrics
 from llmload.server_metrics import (
     ENGINES,
     MAX_EXPOSITION_BYTES,
