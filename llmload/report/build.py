@@ -180,7 +180,7 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
     report = Report(source=loaded.path, options=opts, overall=overall, scenarios=scenarios, warnings=warnings,
                     notes=notes, df=df, level=loaded.level, warmup_s=warmup, error_budget=budget_text(opts),
                     run_id=loaded.run_id, manifest=manifest)
-    attach_server_metrics(report, files.prefix_of(first))  # PREFIX_server_metrics.csv
+    attach_server_metrics(report, files.prefix_of(first), loaded.warmup_timing)  # PREFIX_server_metrics.csv
     report.warnings.extend(check_intended_hits(manifest, scenarios))  # prefix_hit_rate against cached_tokens
     attach_gpu_metrics(report, gpus)  # PREFIX_gpu_metrics.csv
     return report

@@ -27,8 +27,8 @@ from llmload.server_metrics.known import (
     snapshot,
 )
 from llmload.server_metrics.parse import MAX_EXPOSITION_BYTES, Exposition, ExpositionError, parse_exposition
+from llmload.server_metrics.step_stats import StepServerStats, aggregate_step
 from llmload.server_metrics.verdict import Verdict, server_verdict, token_rate_warning
-from llmload.server_metrics.window import StepServerStats, aggregate_step
 
 __all__ = [
     "COMMON", "DEFAULT_PATHS", "ENGINES", "MAX_EXPOSITION_BYTES", "Exposition", "ExpositionError", "MappedSample",
