@@ -16,8 +16,9 @@ from locust.event import Events
 
 from llmload.metrics.record import RequestMeta, RequestRecord
 from llmload.metrics.stats import LLMStats
-from llmload.plugin import messages, prometheus_export
-from llmload.plugin.roles import LocalRole, MasterRole, WorkerRole
+from llmload.plugin.cluster import messages
+from llmload.plugin.cluster.roles import LocalRole, MasterRole, WorkerRole
+from llmload.plugin.output import prometheus_export
 from llmload.plugin.wiring import LLMLoadPlugin
 from tests.support.processes import ROOT
 
