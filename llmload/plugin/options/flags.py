@@ -133,7 +133,8 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--backoff-base-s", dict(default="", help="first backoff wait in seconds (default 0.5; doubles per failure "
                                                "in a row)")),
     ("--backoff-max-s", dict(default="", help="longest backoff wait, Retry-After included (default 60)")),
-    ("--preflight", dict(default="", help="check the server answers before the run: end (default: one message, "
+    ("--preflight", dict(default="", help="check the server answers, and lists the models the run names, before "
+                                          "the run: end (default: one message, "
                                           "exit code 1), wait (until it answers, up to --preflight-wait-s), off")),
     ("--preflight-wait-s", dict(default="", help="with --preflight wait: seconds to wait for the server "
                                                  "(default 300)")),
