@@ -247,7 +247,7 @@ def ensure_tiny_model(shape: ModelShape = ModelShape(), log: Log = _stderr) -> P
             log_path = Path(work) / "write.log"
             _run([str(python), __file__, "model", str(Path(work) / "m"), "--vocab", str(shape.vocab), "--hidden",
                   str(shape.hidden), "--layers", str(shape.layers), "--max-positions", str(shape.max_positions)],
-                 log_path, "writing the tiny model", env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                 log_path, "writing the tiny model", env=server_env())
             os.replace(Path(work) / "m", out)
         log(f"wrote the tiny model {out} in {time.monotonic() - t0:.1f} s")
         return out
@@ -292,7 +292,7 @@ def ensure_tiny_lora(shape: ModelShape = ModelShape(), log: Log = _stderr) -> Pa
             return out
         with tempfile.TemporaryDirectory(prefix="lora-", dir=out.parent) as work:
             _run([str(python), __file__, "lora", str(Path(work) / "a"), "--hidden", str(shape.hidden), "--layers",
-                  str(shape.layers)], Path(work) / "write.log", "writing the tiny LoRA adapter")
+                  str(shape.layers)], Path(work) / "write.log", "writing the tiny LoRA adapter", env=server_env())
             os.replace(Path(work) / "a", out)
         return out
 
