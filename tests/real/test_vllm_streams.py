@@ -46,8 +46,9 @@ def test_every_endpoint_streams_with_vllms_exact_usage(four_endpoints):
     assert rows["prompt_tokens"].sum() == grown["vllm:prompt_tokens_total"], grown
     finished = after["vllm:request_success_total"] - before.get("vllm:request_success_total", 0.0)
     assert finished == len(rows)  # every request vLLM finished is a row, and no row is one it did not
-    # one chunk per token: the first token's time and the last one's make a TPOT for every row
-    assert rows["ttft_ms"].notna().all() and (rows["tpot_ms"] > 0).all()
+    # one chunk per token: a TPOT for every row, unless the client read all its tokens at once (a busy
+    # machine: vLLM wrote them while Locust was descheduled), which the row says
+    assert rows["ttft_ms"].notna().all() and ((rows["tpot_ms"] > 0) | (rows["coalesced_reads"] > 0)).all()
     assert (rows["finish_reason"].isin(["length", "max_tokens", "max_output_tokens", "incomplete"])).all(), \
         rows.groupby("scenario")["finish_reason"].unique()
 
