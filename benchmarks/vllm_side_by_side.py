@@ -136,6 +136,7 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="vllm-sbs-"))
+    out.mkdir(parents=True, exist_ok=True)
     python, model = ensure_vllm(), ensure_tiny_model()
     print(f"load before: {load()}", flush=True)
     server = start_vllm_server(model, server_args(), log_path=out / "vllm.log")

@@ -124,14 +124,34 @@ class TokenizedTextSource(TextSource):
             return ""
         words_n = n
         out = super().text(rng, words_n, tag)
-        for _ in range(6):  # converges in 1-2 steps: most words are one token
+        for _ in range(8):  # 1-2 steps where most words are one token; a few more where a word is several
             got = self.count(out)
             if got == n:
-                break
-            words_n = max(1, words_n + (n - got))
+                return out
+            # scale by the tokens a word took (several in a small vocabulary), then word by word
+            step = (round(words_n * n / got) - words_n) if got else words_n
+            words_n = max(1, words_n + (step or (1 if got < n else -1)))
             parts = out.split(" ")
             if words_n <= len(parts):
                 out = " ".join(parts[:words_n])
             else:
                 out = out + " " + self.span(rng, words_n - len(parts))
-        return out
+        return self._cut(rng, out, n)
+
+    def _cut(self, rng: random.Random, out: str, n: int) -> str:
+        """Exactly ``n`` tokens where words do not land on it: the text's first ``n`` token ids,
+        decoded (a word may be cut), or the nearest count found."""
+        while self.count(out) < n:
+            out = out + " " + self.span(rng, n)
+        ids = self.tokenizer.encode(out, add_special_tokens=False).ids
+        best, best_gap = out, abs(self.count(out) - n)
+        for k in (n, n - 1, n + 1, n - 2, n + 2):
+            if k <= 0:
+                continue
+            cut = self.tokenizer.decode(ids[:k])
+            gap = abs(self.count(cut) - n)
+            if gap == 0:
+                return cut
+            if gap < best_gap:
+                best, best_gap = cut, gap
+        return best

@@ -253,6 +253,33 @@ def test_tokenizer_gives_exact_token_counts(tmp_path):
         assert src.count(src.text(rng, n, tag="q-1")) == n  # "q-1" is 3 tokens here: the fit makes up for it
 
 
+def test_tokenizer_gives_exact_counts_where_a_word_is_several_tokens(tmp_path):
+    """A small byte-level BPE trained on other text (as the tiny vLLM model's, scripts/vllm_server.py):
+    an English word is 2-3 tokens, so sizing by words alone overshoots ~3x (128 asked, ~350 sent)."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    from llmload.workload.text import TokenizedTextSource
+
+    rng0 = random.Random(0)
+    syllables = [a + b for a in "bcdfgklmnprstvz" for b in "aeiou"]
+    text = [" ".join("".join(rng0.choice(syllables) for _ in range(rng0.randint(1, 3))) for _ in range(50))
+            for _ in range(300)]
+    tok = tokenizers.Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(text, trainers.BpeTrainer(vocab_size=600, show_progress=False,
+                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    path = tmp_path / "bpe.json"
+    tok.save(str(path))
+    src = TokenizedTextSource(1, str(path))
+    assert src.count(" ".join(WORDS[:100])) > 200  # several tokens a word
+    rng = random.Random(2)
+    for n in (1, 7, 128, 500):
+        for _ in range(5):
+            assert src.count(src.text(rng, n, tag="q-1")) == n
+
+
 def test_open_loop_gaps_have_the_rate_and_burstiness():
     for shape in (1.0, 0.25):
         gate = ArrivalGate(lambda: 10.0, shape, seed=3)
