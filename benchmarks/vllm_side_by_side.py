@@ -10,7 +10,9 @@ headless Locust run of a scenario with ``tokenizer:`` (exact prompt lengths) and
 requests as llmload completed, so both last about as long.
 
 Prints each command, then one table (markdown) of TTFT and TPOT p50/p95, req/s and the mean
-prompt and output tokens vLLM counted for each tool, and writes it all as JSON. Run it on a
+prompt and output tokens vLLM counted for each tool, beside what tells the two runs apart: vLLM's
+own mean TTFT and queue time over each run (its histograms' sums ÷ counts), its prefix-cache hit
+share, and the client's CPU seconds; and writes it all as JSON. Run it on a
 quiet machine holding both cores (``/work/bin/slot -n 2``)::
 
     python benchmarks/vllm_side_by_side.py
@@ -22,10 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -60,6 +64,42 @@ def load() -> str:
     return open("/proc/loadavg").read().split()[0]
 
 
+SERVER_COUNTERS = ("vllm:time_to_first_token_seconds_sum", "vllm:time_to_first_token_seconds_count",
+                   "vllm:request_queue_time_seconds_sum", "vllm:prefix_cache_hits_total",
+                   "vllm:prefix_cache_queries_total", "vllm:num_requests_running")
+
+
+def server_counters(url: str) -> dict[str, float]:
+    """vLLM's own counters (summed over label sets) that tell one tool's run from the other's."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out = dict.fromkeys(SERVER_COUNTERS, 0.0)
+    for line in text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in out:
+            out[name] += float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def measured(url: str, run, *args) -> dict:
+    """``run(*args)``'s result with the client's CPU seconds (its child processes; llmload's: the
+    Locust run's alone, not its report's) and what vLLM
+    saw meanwhile: its own mean TTFT and queue time, and its prefix-cache hit share."""
+    before, cpu0 = server_counters(url), resource.getrusage(resource.RUSAGE_CHILDREN)
+    result = run(*args)
+    after, cpu1 = server_counters(url), resource.getrusage(resource.RUSAGE_CHILDREN)
+    d = {k: after[k] - before[k] for k in SERVER_COUNTERS}
+    n = d["vllm:time_to_first_token_seconds_count"] or 1.0
+    result.setdefault("client_cpu_s", round(cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime, 1))
+    result.update({
+        "server_ttft_mean_ms": round(1000 * d["vllm:time_to_first_token_seconds_sum"] / n, 1),
+        "server_queue_mean_ms": round(1000 * d["vllm:request_queue_time_seconds_sum"] / n, 1),
+        "server_requests": int(d["vllm:time_to_first_token_seconds_count"]),
+        "prefix_hit_share": round(d["vllm:prefix_cache_hits_total"] / (d["vllm:prefix_cache_queries_total"] or 1), 3),
+    })
+    return result
+
+
 def run_llmload(url: str, model: Path, users: int, seconds: int, warmup_s: int, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     scen = out / "random.yaml"
@@ -71,8 +111,10 @@ def run_llmload(url: str, model: Path, users: int, seconds: int, warmup_s: int, 
            str(users), "-t", f"{seconds}s", "--csv", str(prefix), "--stop-timeout", "30", "--model", "tiny",
            "--only-summary"]
     print("$", " ".join(cmd), flush=True)
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     res = subprocess.run(cmd, cwd=out, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True,
                          timeout=seconds + 120)
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if res.returncode != 0:
         raise SystemExit(f"llmload run failed:\n{res.stderr[-3000:]}")
     rep = [sys.executable, "-m", "llmload.cli", "report", str(prefix), "--warmup-s", str(warmup_s), "--out",
@@ -89,7 +131,8 @@ def run_llmload(url: str, model: Path, users: int, seconds: int, warmup_s: int, 
             "tpot_p50_ms": step["tpot_ms"]["p50"], "tpot_p95_ms": step["tpot_ms"]["p95"], "req_s": step["rps"],
             "prompt_tokens_mean": round(float(ok["prompt_tokens"].mean()), 1),
             "output_tokens_mean": round(float(ok["completion_tokens"].mean()), 1),
-            "measured_requests": step.get("requests"), "command": " ".join(cmd)}
+            "measured_requests": step.get("requests"), "command": " ".join(cmd),
+            "client_cpu_s": round(cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime, 1)}
 
 
 def run_vllm_bench(python: Path, url: str, model: Path, concurrency: int, prompts: int, out: Path) -> dict:
@@ -119,12 +162,13 @@ def run_vllm_bench(python: Path, url: str, model: Path, concurrency: int, prompt
 
 def table(results: list[dict]) -> str:
     head = ("| concurrency | tool | requests | TTFT p50 / p95 (ms) | TPOT p50 / p95 (ms) | req/s | "
-            "prompt / output tokens |")
-    lines = [head, "|---|---|---|---|---|---|---|"]
+            "prompt / output tokens | vLLM's own mean TTFT / queue (ms) | client CPU (s) |")
+    lines = [head, "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r['concurrency']} | {r['tool']} | {r['requests']} | {r['ttft_p50_ms']:.1f} / "
                      f"{r['ttft_p95_ms']:.1f} | {r['tpot_p50_ms']:.2f} / {r['tpot_p95_ms']:.2f} | {r['req_s']:.2f} | "
-                     f"{r['prompt_tokens_mean']:g} / {r['output_tokens_mean']:g} |")
+                     f"{r['prompt_tokens_mean']:g} / {r['output_tokens_mean']:g} | {r.get('server_ttft_mean_ms')} / "
+                     f"{r.get('server_queue_mean_ms')} | {r.get('client_cpu_s')} |")
     return "\n".join(lines)
 
 
@@ -144,10 +188,11 @@ def main() -> int:
     results: list[dict] = []
     try:
         for c in args.concurrency:
-            mine = run_llmload(server.url, model, c, args.seconds, args.warmup_s, out / f"llmload-{c}")
+            mine = measured(server.url, run_llmload, server.url, model, c, args.seconds, args.warmup_s,
+                            out / f"llmload-{c}")
             results.append(mine)
-            results.append(run_vllm_bench(python, server.url, model, c, max(4 * c, mine["requests"]),
-                                          out / f"vllm-{c}"))
+            results.append(measured(server.url, run_vllm_bench, python, server.url, model, c,
+                                    max(4 * c, mine["requests"]), out / f"vllm-{c}"))
             print(table(results[-2:]), flush=True)
     finally:
         stop_vllm_server(server)
