@@ -38,7 +38,7 @@ import gevent
 
 from llmload.plugin.clock import sleep_until
 from llmload.plugin.graph_loop import ConnectionPool, run_trace_session
-from llmload.plugin.messages import TRACE_DONE, TRACE_T0
+from llmload.plugin.messages import PROTOCOL_VERSION, TRACE_DONE, TRACE_T0
 from llmload.plugin.roles import Role
 from llmload.workload.trace.replay import SelectedTrace, TraceSchedule, TraceWorkload
 
@@ -100,7 +100,8 @@ class ReplayLink:
         if self._reported or not all(s.done for s in self.schedules.values()):
             return
         self._reported = True
-        self.role.send(TRACE_DONE, TRACE_DONE.payload(index=self.role.worker_index))
+        self.role.send(TRACE_DONE, TRACE_DONE.payload(index=self.role.worker_index, token=self.role.token,
+                                                      version=PROTOCOL_VERSION))
 
     def _on_done(self, _data: Any, node_id: str) -> None:
         self._done.add(node_id)
