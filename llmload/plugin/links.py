@@ -125,7 +125,7 @@ class WorkerLink:
 
     def _on_counts(self, environment: Any, msg: Any, **_kw: Any) -> None:
         if (why := COUNTS.refusal(msg.data)):
-            log.error("llmload: refused a message from the master: %s", why)
+            log.error("llmload: refused a %s message from the master: %s", COUNTS.name, why)
             return
         me = self.runner.client_id
         t = float(msg.data["t"])

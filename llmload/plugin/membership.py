@@ -123,7 +123,7 @@ class Gate:
         lines = [f"REFUSED WORKER {c}: {why}; its rows are not in these files"
                  for c, why in sorted(self.refused.items())]
         for client_id, by_message in sorted(self.bad.items()):
-            said = "; ".join(f"{n} x {name} ({why})" for name, (n, why) in sorted(by_message.items()))
+            said = "; ".join(f"{n} x {name} (the first: {why})" for name, (n, why) in sorted(by_message.items()))
             lines.append(f"REFUSED MESSAGES from worker {client_id} (index {self._index(client_id)}): {said}")
         return "\n".join(lines)
 

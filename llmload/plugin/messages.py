@@ -178,7 +178,7 @@ class MessageType:
         try:
             self.schema.check(payload)
         except Invalid as e:
-            return f"{self.name}: {e}"
+            return str(e)
         return ""
 
 

@@ -90,7 +90,8 @@ class Role:
         why = message.refusal(data)
         if why and message.name not in self._refused:
             self._refused.add(message.name)
-            log.error("llmload: refused a message from %s: %s (said once per message type)", node_id, why)
+            log.error("llmload: refused a %s message from %s: %s (said once per message type)", message.name, node_id,
+                      why)
         return not why
 
     def send(self, message: MessageType, data: Any) -> None:

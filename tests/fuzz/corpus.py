@@ -34,7 +34,7 @@ def split_response(raw: bytes) -> tuple[bytes, bytes]:
     if end < 0:
         raw = raw.replace(b"\n", b"\r\n")
         end = raw.find(b"\r\n\r\n")
-    return raw[:end + 4], raw[end + 4:]
+    return raw[:end], raw[end + 4:]  # the head without the blank line, as parse_head takes it
 
 
 @functools.cache
