@@ -45,7 +45,7 @@ def _install() -> None:
     try:
         from locust import events
 
-        from llmload.plugin.options import add_arguments
+        from llmload.plugin.options.flags import add_arguments
     except Exception:  # a broken install must never break the interpreter's start-up
         return
     events.init_command_line_parser.add_listener(add_arguments)

@@ -31,7 +31,7 @@ from locust.env import Environment  # noqa: E402
 
 from llmload import LLMUser  # noqa: E402
 from llmload.metrics.record import RequestMeta, StreamAccumulator  # noqa: E402
-from llmload.plugin.run_files import RequestsCsv  # noqa: E402
+from llmload.plugin.output.run_files import RequestsCsv  # noqa: E402
 from llmload.plugin.wiring import get_plugin  # noqa: E402
 from llmload.wire.chunks import PLAIN, Chunk  # noqa: E402
 from llmload.wire.protocol import encode_body  # noqa: E402

@@ -22,8 +22,8 @@ import types  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from llmload.metrics.record import RequestMeta, RequestRecord  # noqa: E402
-from llmload.plugin import span_export  # noqa: E402
-from llmload.plugin.span_export import SpanExport  # noqa: E402
+from llmload.plugin.output import span_export  # noqa: E402
+from llmload.plugin.output.span_export import SpanExport  # noqa: E402
 
 SINK = """
 import sys

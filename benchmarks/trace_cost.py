@@ -22,10 +22,10 @@ import tracemalloc
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from llmload.workload.agent import AgentWorkload  # noqa: E402
 from llmload.workload.file.scenario import load_scenario  # noqa: E402
 from llmload.workload.images import ImageSet, image_part, image_url, make_image  # noqa: E402
 from llmload.workload.scenario_workload import ScenarioWorkload  # noqa: E402
+from llmload.workload.tasks.agent import AgentWorkload  # noqa: E402
 from llmload.workload.text import TextSource  # noqa: E402
 from llmload.workload.trace.hash_blocks import block_text, prompt_from_hash_ids  # noqa: E402
 from llmload.workload.trace.read import load_trace  # noqa: E402

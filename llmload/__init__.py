@@ -19,12 +19,12 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "LLMUser": "llmload.plugin.users",
-    "LLMCompletionsUser": "llmload.plugin.users",
-    "LLMEmbeddingsUser": "llmload.plugin.embeddings_user",
-    "LLMRerankUser": "llmload.plugin.rerank_user",
-    "LLMAudioUser": "llmload.plugin.audio_user",
-    "users_from_scenario": "llmload.plugin.users",
+    "LLMUser": "llmload.plugin.users.llm_user",
+    "LLMCompletionsUser": "llmload.plugin.users.llm_user",
+    "LLMEmbeddingsUser": "llmload.plugin.users.embeddings_user",
+    "LLMRerankUser": "llmload.plugin.users.rerank_user",
+    "LLMAudioUser": "llmload.plugin.users.audio_user",
+    "users_from_scenario": "llmload.plugin.users.llm_user",
     "StepLoadShape": "llmload.shapes.load_shapes",
     "RampLoadShape": "llmload.shapes.load_shapes",
     "RateLadderShape": "llmload.shapes.load_shapes",

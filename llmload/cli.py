@@ -73,7 +73,7 @@ def _report(args: argparse.Namespace) -> int:
     print(summary_text(report))
     print("wrote " + ", ".join(paths))
     if not args.no_archive:
-        from llmload.report.archive import Archive, ArchiveError
+        from llmload.report.compare.archive import Archive, ArchiveError
 
         try:
             with Archive.open(args.archive) as a:  # None: $LLMLOAD_ARCHIVE, else ~/.local/share/llmload
@@ -90,10 +90,10 @@ def _compare(args: argparse.Namespace) -> int:
     import os
 
     from llmload.report import ReportError
-    from llmload.report.archive import ArchiveError
-    from llmload.report.compare import compare_runs
-    from llmload.report.compare_noise import noise_rows, parse_gates, regressions
-    from llmload.report.compare_render import comparison_text, write_comparison
+    from llmload.report.compare.archive import ArchiveError
+    from llmload.report.compare.compare_noise import noise_rows, parse_gates, regressions
+    from llmload.report.compare.compare_render import comparison_text, write_comparison
+    from llmload.report.compare.compare_runs import compare_runs
 
     try:
         gates = parse_gates(args.fail_on_regression)
@@ -122,7 +122,7 @@ def _with_baseline(args: argparse.Namespace) -> tuple[list[str], list[str] | Non
     import json
 
     from llmload.files import prefix_of
-    from llmload.report.archive import Archive
+    from llmload.report.compare.archive import Archive
     from llmload.report.run_identity import manifest_path
 
     mine = set()
@@ -142,7 +142,7 @@ def _with_baseline(args: argparse.Namespace) -> tuple[list[str], list[str] | Non
 
 
 def _history(args: argparse.Namespace) -> int:
-    from llmload.report.archive import Archive, ArchiveError, history_text
+    from llmload.report.compare.archive import Archive, ArchiveError, history_text
 
     try:
         with Archive.open(args.archive) as a:
@@ -200,7 +200,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from llmload.report.archive import default_path
+    from llmload.report.compare.archive import default_path
     from llmload.sweep.command import SweepSettings, run_sweep
 
     if not args.out and not args.dry_run:

@@ -5,7 +5,7 @@ half a file). Every writer (the plugin, the web UI's downloads, calibrate, the d
 reader (the report, compare, calibrate) takes the names from here: the files' suffixes, the
 columns of PREFIX_requests.csv and PREFIX_server_metrics.csv (and PREFIX_gpu_metrics.csv), and a row's cells by name.
 (PREFIX_llm_stats.csv's and PREFIX_llm_history.csv's metric columns follow :mod:`llmload.metrics.catalog`:
-:mod:`llmload.metrics.stats` and :mod:`llmload.plugin.run_files` spell them.)
+:mod:`llmload.metrics.stats` and :mod:`llmload.plugin.output.run_files` spell them.)
 
 Usage::
 

@@ -2,10 +2,10 @@
 
 The tables are generated between marker lines in the Markdown; the prose around them is written
 by hand. Sources: the package arrows (``MAY_IMPORT`` in ``tests/unit/test_structure.py``, read as
-text, not imported), the Locust plugin's option table (``llmload.plugin.options.OPTIONS``), the
+text, not imported), the Locust plugin's option table (``llmload.plugin.options.flags.OPTIONS``), the
 ``llmload`` command's parser (``llmload.cli.build_parser``) and the request CSV's columns
 (``llmload.metrics.record.CSV_COLUMNS``, each explained in ``COLUMN_MEANINGS`` below: a new column
-without a meaning here fails ``--check``) and the history CSV's (``llmload.plugin.run_files.HISTORY_COLUMNS``).
+without a meaning here fails ``--check``) and the history CSV's (``llmload.plugin.output.run_files.HISTORY_COLUMNS``).
 
 Usage::
 
@@ -26,8 +26,8 @@ sys.path.insert(0, ROOT)
 
 from llmload.cli import build_parser  # noqa: E402
 from llmload.metrics.record import CSV_COLUMNS  # noqa: E402
-from llmload.plugin.options import OPTIONS, env_var  # noqa: E402
-from llmload.plugin.run_files import HISTORY_COLUMNS  # noqa: E402
+from llmload.plugin.options.flags import OPTIONS, env_var  # noqa: E402
+from llmload.plugin.output.run_files import HISTORY_COLUMNS  # noqa: E402
 
 # What each column of PREFIX_requests.csv holds (docs/files.md). Keep in CSV_COLUMNS order.
 COLUMN_MEANINGS = {

@@ -8,7 +8,7 @@ time to finish it. Pure: records in, one :class:`TaskRecord` out.
   the model still asked for a tool) or ``failed`` (a call did not end ok; the task stops there).
 
 The report derives the same from ``PREFIX_requests.csv`` (rows with a ``step_kind``, grouped
-by ``session_id``; :mod:`llmload.report.traffic`).
+by ``session_id``; :mod:`llmload.report.sections.traffic`).
 
 :class:`TaskStats` sums tasks per scenario, mergeable across processes, for the end-of-run
 summary and ``PREFIX_llm_stats.csv``.

@@ -14,7 +14,7 @@ Usage::
     master_stats.merge_wire(wire)  # on the master
 
 The wire format (``take_delta``; msgpack-safe: the payload of a worker's ``llmload_*`` messages,
-:mod:`llmload.plugin.messages`) maps each scenario to named fields:
+:mod:`llmload.plugin.cluster.messages`) maps each scenario to named fields:
 
 * ``histograms``: metric (``METRICS``) → :meth:`llmload.metrics.histogram.Histogram.to_wire`;
   only metrics with values. ``statuses``: status → requests.

@@ -7,14 +7,14 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from llmload.argtypes import PORT, POSITIVE_SECONDS, PROBABILITY, number
-from llmload.mock.admin_api import ADMIN_PATHS
-from llmload.mock.engine import EngineParams
-from llmload.mock.faults import Fault, parse_fault_rate
-from llmload.mock.gpu_telemetry import GpuModel, parse_throttle
-from llmload.mock.lora import LoraConfig, add_lora_arguments, lora_config
-from llmload.mock.metrics_state import METRIC_FORMATS
-from llmload.mock.priority_engine import POLICIES
+from llmload.mock.api.admin_api import ADMIN_PATHS
+from llmload.mock.engine.batching_engine import EngineParams
+from llmload.mock.engine.metrics_state import METRIC_FORMATS
+from llmload.mock.engine.priority_engine import POLICIES
+from llmload.mock.front.faults import Fault, parse_fault_rate
+from llmload.mock.front.lora import LoraConfig, add_lora_arguments, lora_config
 from llmload.mock.profiles import DEFAULT_PROFILE, PROFILES, Profile, get_profile
+from llmload.mock.telemetry.gpu_telemetry import GpuModel, parse_throttle
 
 NON_NEGATIVE_MS = number(at_least=0, noun="milliseconds")
 ENGINE_FLAGS = {f.name: f.type for f in dataclasses.fields(EngineParams)}

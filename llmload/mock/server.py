@@ -26,30 +26,30 @@ import gevent
 import gevent.event
 from gevent.server import StreamServer
 
-from llmload.mock import openai_api as api
-from llmload.mock.admin_api import ADMIN_PATHS, AdminLog, serve_admin
-from llmload.mock.admission import turn_away
-from llmload.mock.audio_serve import serve_transcription
-from llmload.mock.body_endpoints import BODY_PATHS, serve_whole_body
-from llmload.mock.embeddings_api import EmbeddingBatcher
-from llmload.mock.engine import BatchingEngine, EngineRequest
-from llmload.mock.faults import Fault, FaultPicker
-from llmload.mock.fixed_engine import FixedEngine
-from llmload.mock.gpu_telemetry import GpuMeter, render_dcgm
-from llmload.mock.http_request import RequestError, parse_request
-from llmload.mock.lora import LoraSlots, wait_for_adapter
-from llmload.mock.messages_api import full_response as full_messages_response
-from llmload.mock.messages_api import parse_messages_body
-from llmload.mock.metrics_state import EngineStats, LatencyHistogram
+from llmload.mock.api import openai_api as api
+from llmload.mock.api.admin_api import ADMIN_PATHS, AdminLog, serve_admin
+from llmload.mock.api.embeddings_api import EmbeddingBatcher
+from llmload.mock.api.messages_api import full_response as full_messages_response
+from llmload.mock.api.messages_api import parse_messages_body
+from llmload.mock.api.responses_api import full_response as full_responses_response
+from llmload.mock.api.responses_api import parse_responses_body
+from llmload.mock.api.structured import plan_reply
+from llmload.mock.engine.batching_engine import BatchingEngine, EngineRequest
+from llmload.mock.engine.fixed_engine import FixedEngine
+from llmload.mock.engine.metrics_state import EngineStats, LatencyHistogram
+from llmload.mock.engine.priority_engine import make_engine
+from llmload.mock.engine.spec_decode import SpecDecode
+from llmload.mock.front.admission import turn_away
+from llmload.mock.front.audio_serve import serve_transcription
+from llmload.mock.front.body_endpoints import BODY_PATHS, serve_whole_body
+from llmload.mock.front.faults import Fault, FaultPicker
+from llmload.mock.front.http_request import RequestError, parse_request
+from llmload.mock.front.lora import LoraSlots, wait_for_adapter
+from llmload.mock.front.served_stream import ServedStream
 from llmload.mock.options import MockConfig
-from llmload.mock.priority_engine import make_engine
-from llmload.mock.prometheus import render_metrics
-from llmload.mock.request_log import RequestLog
-from llmload.mock.responses_api import full_response as full_responses_response
-from llmload.mock.responses_api import parse_responses_body
-from llmload.mock.served_stream import ServedStream
-from llmload.mock.spec_decode import SpecDecode
-from llmload.mock.structured import plan_reply
+from llmload.mock.telemetry.gpu_telemetry import GpuMeter, render_dcgm
+from llmload.mock.telemetry.prometheus import render_metrics
+from llmload.mock.telemetry.request_log import RequestLog
 from llmload.net import timestamps as netstamp
 from llmload.wire.audio import TRANSCRIPTIONS_PATH
 

@@ -1,8 +1,11 @@
-"""What runs in every Locust process (imports locust and gevent): the plugin's wiring, its roles,
-the files a run writes, the users, the live view and the web UI.
+"""What runs in every Locust process (imports locust and gevent). The wiring (``wiring``, the composition
+root) is here; the rooms below hold the rest, each importing only the rooms its docstring names:
+``options`` (the flags and their checks) ← ``output`` (what a run writes and shows) ← ``run`` (its
+configuration and life) ← ``cluster`` (roles, links, messages) ← ``web`` (the web UI) and ``users``
+(the user classes and their loops).
 
 ``get_plugin`` and ``LLMLoadPlugin`` are importable from here as before; they load lazily so
-that importing a light submodule (``llmload.plugin.options``) does not build the whole plugin.
+that importing a light submodule (``llmload.plugin.options.flags``) does not build the whole plugin.
 """
 
 from __future__ import annotations

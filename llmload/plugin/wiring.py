@@ -1,20 +1,20 @@
 """Locust wiring: llmload's options, its checks at init, and Locust's events routed to the modules
 that do the work. One :class:`LLMLoadPlugin` per Locust process, at ``environment.llmload``.
 
-* :mod:`llmload.plugin.options`: the argument table (registered here for Locust's parser).
-* :mod:`llmload.plugin.config`: everything checked once; a bad configuration ends the run at ``init``
+* :mod:`llmload.plugin.options.flags`: the argument table (registered here for Locust's parser).
+* :mod:`llmload.plugin.run.config`: everything checked once; a bad configuration ends the run at ``init``
   with one line and exit code 1 (in the web UI, at the start of a test).
-* The process's role (:mod:`llmload.plugin.roles`: local, master or worker) does what differs
+* The process's role (:mod:`llmload.plugin.cluster.roles`: local, master or worker) does what differs
   between them; nothing here asks which role it is.
 * Data path: a user calls :meth:`LLMLoadPlugin.record` for every finished request. Locally the
-  row goes to ``PREFIX_requests.csv`` (:mod:`llmload.plugin.run_files`, flushed every second) and into the
+  row goes to ``PREFIX_requests.csv`` (:mod:`llmload.plugin.output.run_files`, flushed every second) and into the
   LLM stats (:mod:`llmload.metrics.stats`); on a worker rows and histogram deltas travel to the master
-  (:mod:`llmload.plugin.links`, messages in :mod:`llmload.plugin.messages`), which writes them and merges
-  the stats.
-* The live view (:mod:`llmload.plugin.live`) is fed by every row the master or local process writes and
+  (:mod:`llmload.plugin.cluster.links`, messages in :mod:`llmload.plugin.cluster.messages`), which writes
+  them and merges the stats.
+* The live view (:mod:`llmload.plugin.output.live`) is fed by every row the master or local process writes and
   sampled every 2 s into ``PREFIX_llm_history.csv``, the LLM tab and the dashboard.
-* At the end a headless run prints the summary (:mod:`llmload.plugin.end_of_run`).
-* The web UI and the load shapes read the run through :class:`llmload.plugin.views.RunViews`.
+* At the end a headless run prints the summary (:mod:`llmload.plugin.output.end_of_run`).
+* The web UI and the load shapes read the run through :class:`llmload.plugin.web.views.RunViews`.
 
 Usage (what a locustfile does by importing :class:`llmload.LLMUser`)::
 
@@ -43,20 +43,20 @@ from llmload.metrics.agent_tasks import TaskRecord
 from llmload.metrics.record import CANCELLED, OK, RequestRecord
 from llmload.metrics.slo import task_limit_s
 from llmload.metrics.stats import LLMStats
-from llmload.plugin import messages
-from llmload.plugin.config import ConfigError, RunConfig, UserSetup
-from llmload.plugin.isolated import run_each
-from llmload.plugin.isolation_setup import install_isolation
-from llmload.plugin.live import LiveHistory, LiveWindow
-from llmload.plugin.options import add_arguments, option
-from llmload.plugin.roles import make_role
-from llmload.plugin.run_files import RunFiles
-from llmload.plugin.run_manifest import RunIdentity
-from llmload.plugin.server_hooks import ServerHooks
-from llmload.plugin.span_export import SpanExport
-from llmload.plugin.startup import ConfigGate
-from llmload.plugin.trace_replay import ReplayLink
-from llmload.plugin.views import RunViews
+from llmload.plugin.cluster import messages
+from llmload.plugin.cluster.role_for import make_role
+from llmload.plugin.options.flags import add_arguments, option
+from llmload.plugin.output.live import LiveHistory, LiveWindow
+from llmload.plugin.output.run_files import RunFiles
+from llmload.plugin.output.run_manifest import RunIdentity
+from llmload.plugin.output.span_export import SpanExport
+from llmload.plugin.run.config import ConfigError, RunConfig, UserSetup
+from llmload.plugin.run.isolated import run_each
+from llmload.plugin.run.isolation_setup import install_isolation
+from llmload.plugin.run.server_hooks import ServerHooks
+from llmload.plugin.run.startup import ConfigGate
+from llmload.plugin.users.trace_replay import ReplayLink
+from llmload.plugin.web.views import RunViews
 from llmload.server_metrics.scrape import ServerMetricsScraper, start_gpu_scraper, start_scraper
 from llmload.shapes.control import CONTROL_ATTR
 from llmload.shapes.isolation import PhaseMarks
@@ -78,7 +78,7 @@ def on_init(environment: Environment, **_kw: Any) -> None:
     plugin.check_at_init()
     plugin.install_warmup()
     if environment.web_ui is not None:
-        from llmload.plugin.webui import install
+        from llmload.plugin.web.webui import install
 
         install(environment, plugin.views)
 

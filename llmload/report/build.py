@@ -16,12 +16,12 @@ from llmload.metrics.catalog import RTFX
 from llmload.metrics.slo import ERROR_RATE, SLO, scope_models, slos_for, with_error_budget
 from llmload.metrics.step_verdict import step_slos as step_slos_of
 from llmload.report.capacity import cost_at, find_capacity, plan_for
-from llmload.report.gpu import GpuRun, attach_gpu_metrics, flag_gpu_steps, load_gpu_metrics
 from llmload.report.load import ReportError, load_requests
 from llmload.report.model import DEFAULT_WARMUP_S, Report, ReportOptions, Section
-from llmload.report.prefix_truth import check_intended_hits
 from llmload.report.run_identity import read_manifest, search_warmup, search_windows
-from llmload.report.server import attach_server_metrics
+from llmload.report.sections.gpu import GpuRun, attach_gpu_metrics, flag_gpu_steps, load_gpu_metrics
+from llmload.report.sections.prefix_truth import check_intended_hits
+from llmload.report.sections.server import attach_server_metrics
 from llmload.report.steps import mark_step_endings, measure_steps, model_column
 
 
@@ -180,7 +180,7 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
     report = Report(source=loaded.path, options=opts, overall=overall, scenarios=scenarios, warnings=warnings,
                     notes=notes, df=df, level=loaded.level, warmup_s=warmup, error_budget=budget_text(opts),
                     run_id=loaded.run_id, manifest=manifest)
-    attach_server_metrics(report, files.prefix_of(first))  # PREFIX_server_metrics.csv
+    attach_server_metrics(report, files.prefix_of(first), loaded.warmup_timing)  # PREFIX_server_metrics.csv
     report.warnings.extend(check_intended_hits(manifest, scenarios))  # prefix_hit_rate against cached_tokens
     attach_gpu_metrics(report, gpus)  # PREFIX_gpu_metrics.csv
     return report

@@ -6,7 +6,7 @@
   every SLO. Thin steps (``thin``: too few ok requests) have no verdict and are skipped; the
   ones above the capacity are listed in ``thin_above``. The capacity's numbers all come from one
   step, the last one at that level (``start_time`` names it). A step marked ``never_capacity``
-  (its GPUs throttled, :mod:`llmload.report.gpu`) is skipped as a thin one is, and listed.
+  (its GPUs throttled, :mod:`llmload.report.sections.gpu`) is skipped as a thin one is, and listed.
   ``limited_by`` names the SLO(s) the first failing level breaks. ``interpolated_rps`` estimates
   where, between the capacity step and that one, the limiting metric would reach its limit
   (linear); it is never used for cost.
@@ -52,7 +52,7 @@ def find_capacity(steps: list[dict[str, Any]], has_slos: bool) -> dict[str, Any]
     """Steps in any order; each has ``level`` (users, or arrival rate for open-loop runs)."""
     ordered = sorted(steps, key=lambda s: (_level(s), s["start_time"]))
     # A thin step has no verdict; a step the GPUs were throttled in measured another GPU
-    # (llmload.report.gpu): neither is judged, and neither can be capacity.
+    # (llmload.report.sections.gpu): neither is judged, and neither can be capacity.
     judged = [s for s in ordered if not s.get("thin") and not s.get("never_capacity")]
     thin = [s for s in ordered if s.get("thin")]
     skipped = [{"level": _level(s), "users": s["users"], "why": s["never_capacity"]}

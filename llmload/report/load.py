@@ -15,6 +15,7 @@ from llmload import files
 from llmload.files import REQUESTS_COLUMNS as CSV_COLUMNS
 from llmload.metrics import catalog
 from llmload.metrics.record import STATUSES
+from llmload.report.server_join import join_rows
 
 
 class ReportError(Exception):
@@ -52,6 +53,9 @@ class Loaded:
     level: str = "users"  # what the load steps are: "users", or "arrival_rate" for open-loop runs
     run_id: str | None = None  # the run the rows are of (None: rows written before runs had ids)
     warmup_rows: int = 0  # rows of the run's --warmup-seconds warm-up (phase=warmup), left out of df
+    warmup_timing: pd.DataFrame | None = None
+    """Those rows' times (server_join.JOIN_COLUMNS): the server counted them too, so the server
+    comparison's client side needs their first tokens and ends that fell inside a step."""
 
 
 def requests_path(prefix: str) -> str:
@@ -299,7 +303,9 @@ def _finish(path: str, df: pd.DataFrame, warnings: list[str], run_id: str | None
         raise ReportError(f"{path}: no usable request rows")
     df, run = select_run(df, path, run_id, warnings)
     warmup = _warmup_mask(df)
+    warmup_timing = None
     if warmup.any():  # the warm-up is left out of every verdict: steps, capacity, cost, sessions, traffic
+        warmup_timing = join_rows(df[warmup])
         df = df[~warmup].reset_index(drop=True)
         if df.empty:
             raise ReportError(f"{path}: every row is of the warm-up (phase=warmup): the run measured nothing after it")
@@ -317,7 +323,8 @@ def _finish(path: str, df: pd.DataFrame, warnings: list[str], run_id: str | None
         level = "arrival_rate"
         df = df[df["arrival_rate"].notna().to_numpy()].reset_index(drop=True)
     df["level"] = df[level].to_numpy(dtype=float)
-    return Loaded(path=path, df=df, warnings=warnings, level=level, run_id=run, warmup_rows=int(warmup.sum()))
+    return Loaded(path=path, df=df, warnings=warnings, level=level, run_id=run, warmup_rows=int(warmup.sum()),
+                  warmup_timing=warmup_timing)
 
 
 def _warmup_mask(df: pd.DataFrame) -> np.ndarray:

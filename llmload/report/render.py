@@ -18,15 +18,15 @@ from llmload import files
 from llmload.metrics import catalog
 from llmload.metrics.confidence import settle_text
 from llmload.report import charts as ch
-from llmload.report.classes import classes_json, classes_summary, classes_tables
 from llmload.report.document import Block, clean, render_html, render_markdown, write_files
 from llmload.report.format import fmt, fmt_usd
-from llmload.report.gpu import gpu_table
 from llmload.report.model import Report, Section
-from llmload.report.models import models_json, models_tables
 from llmload.report.run_identity import manifest_rows
-from llmload.report.server import server_table
-from llmload.report.traffic import traffic_json, traffic_tables
+from llmload.report.sections.classes import classes_json, classes_summary, classes_tables
+from llmload.report.sections.gpu import gpu_table
+from llmload.report.sections.models import models_json, models_tables
+from llmload.report.sections.server import server_table
+from llmload.report.sections.traffic import traffic_json, traffic_tables
 
 REPORT_FILES = ("report.json", "report.md", "report.html", "vllm_bench_serve.json")
 _REPORTED = [m for m in catalog.ROW_METRICS if m.report]  # the step table's latency columns, in catalog order
@@ -200,7 +200,7 @@ def blocks(report: Report) -> list[Block]:
         out.append(Block("Prefix cache", 2, header=["scenario", "cached ÷ prompt tokens", "requests with a hit",
                                                     "TTFT p50/p95, hits (n: ms)", "TTFT p50/p95, misses (n: ms)"],
                          rows=rows))
-    # production-shaped workloads: agent tasks, text vs image input, schedule lag (llmload.report.traffic)
+    # production-shaped workloads: agent tasks, text vs image input, schedule lag (llmload.report.sections.traffic)
     out += [Block(h, 2, header=hd, rows=r) for h, hd, r in traffic_tables(traffic_json(report))]
     out += [Block(h, 2, header=hd, rows=r) for h, hd, r in classes_tables(classes_json(report))]  # priority:
     out += [Block(h, 2, header=hd, rows=r) for h, hd, r in models_tables(models_json(report))]  # models: mixes

@@ -1,5 +1,5 @@
 """Which run the report is of, and what it was: the run's ``PREFIX_run.json`` (written by
-:mod:`llmload.plugin.run_manifest`) as the report reads it, when it is of the rows' run.
+:mod:`llmload.plugin.output.run_manifest`) as the report reads it, when it is of the rows' run.
 
 Usage::
 

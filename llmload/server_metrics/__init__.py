@@ -5,7 +5,7 @@ One module per step of the data flow: ``parse`` (a ``/metrics`` body → samples
 ``window`` (rates, gauge summaries and percentiles over a window of scrapes), ``series``
 (scrapes over time: CSV rows, a fleet combined, the live sample), ``verdict`` (what limited a
 load step, server-side). The scraping loop (``llmload.server_metrics.scrape``) and the report
-(``llmload.report.server``) live elsewhere and call these.
+(``llmload.report.sections.server``) live elsewhere and call these.
 
 Usage::
 
@@ -27,8 +27,8 @@ from llmload.server_metrics.known import (
     snapshot,
 )
 from llmload.server_metrics.parse import MAX_EXPOSITION_BYTES, Exposition, ExpositionError, parse_exposition
+from llmload.server_metrics.step_stats import StepServerStats, aggregate_step
 from llmload.server_metrics.verdict import Verdict, server_verdict, token_rate_warning
-from llmload.server_metrics.window import StepServerStats, aggregate_step
 
 __all__ = [
     "COMMON", "DEFAULT_PATHS", "ENGINES", "MAX_EXPOSITION_BYTES", "Exposition", "ExpositionError", "MappedSample",

@@ -1,5 +1,5 @@
 """The engine's admin endpoints around a measurement: its prefix-cache reset and its profiler, one
-HTTP call each, timed and never raising. Used by the run's server hooks (:mod:`llmload.plugin.server_hooks`)
+HTTP call each, timed and never raising. Used by the run's server hooks (:mod:`llmload.plugin.run.server_hooks`)
 and by ``llmload sweep`` before each cell.
 
 Where each engine has them (from their own code, see ``docs/observability.md``):

@@ -351,7 +351,7 @@ class ServerMetricsScraper:
 
 def start_scraper(setup: Any, host: str | None, csv_prefix: str | None) -> ServerMetricsScraper | None:
     """A running scraper for one test, or None when scraping is off or there is nowhere to look.
-    ``setup`` is the run's :class:`~llmload.plugin.option_checks.ServerMetricsSetup` (``urls``,
+    ``setup`` is the run's :class:`~llmload.plugin.options.option_checks.ServerMetricsSetup` (``urls``,
     ``interval_s``, ``off``)."""
     if setup.off or not (setup.urls or host):
         return None

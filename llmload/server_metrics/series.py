@@ -47,7 +47,7 @@ from llmload.server_metrics.known import (
     combine_values,
 )
 from llmload.server_metrics.parse import Labels
-from llmload.server_metrics.window import aggregate_step
+from llmload.server_metrics.step_stats import aggregate_step
 
 CSV_HEADER = SERVER_METRICS_COLUMNS  # time,endpoint,metric,labels,value (llmload.files)
 UP, SCRAPE_DURATION = "up", "scrape_duration_seconds"

@@ -1,6 +1,6 @@
 """Why a load step is as fast as it is, from the server's side: the "limited by" verdict. Pure.
 
-:func:`server_verdict` reads one step's :class:`~llmload.server_metrics.window.StepServerStats`
+:func:`server_verdict` reads one step's :class:`~llmload.server_metrics.step_stats.StepServerStats`
 (and, when given, the client's step row and a lighter baseline step) and names one of:
 
 * ``kv_cache``: requests were preempted, or the KV cache peaked at ``kv_full`` (95 %) or more
@@ -12,8 +12,15 @@
   room: the batch is capped by a request limit (vLLM ``--max-num-seqs``, SGLang
   ``--max-running-requests``, TGI ``--max-batch-size``, TensorRT-LLM ``max_batch_size``,
   llama.cpp ``--parallel`` slots), not by memory.
-* ``compute``: neither; every request is running and each step takes longer as the batch
-  grows (the sentence gives TPOT against the baseline step when there is one).
+* ``compute``: neither, and each decode step takes longer as the batch grows: against a lighter
+  baseline step, the running batch grew by ``batch_growth`` (and one request) and TPOT by
+  ``tpot_growth`` (the client's TPOT p50, else the server's ITL p50; never one against the other).
+* ``not_saturated``: neither, the batch grew as above, and TPOT did not: no resource is near its
+  limit.
+* ``not_enough_evidence``: neither, and the step cannot tell the causes apart: no lighter step to
+  compare with (a single step, or the baseline step itself), a batch that did not grow, no TPOT,
+  or a KV cache at ``kv_full`` that nothing waits for yet. The sentence names what would separate
+  them (another step with more users).
 * ``unknown``: no server metrics in the step, or none that tell queueing from memory.
 
 Neighbouring steps get hysteresis: after a ``queueing`` or ``kv_cache`` step, the next one counts
@@ -38,9 +45,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmload.server_metrics.window import StepServerStats
+from llmload.server_metrics.step_stats import StepServerStats
 
 KV_CACHE, QUEUEING, COMPUTE, UNKNOWN = "kv_cache", "queueing", "compute", "unknown"
+NOT_SATURATED, NOT_ENOUGH = "not_saturated", "not_enough_evidence"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +64,9 @@ class Thresholds:
     """Waiting requests added per second that count as a growing queue."""
     tpot_growth: float = 1.2
     """TPOT ratio to the baseline step that counts as "slower with a bigger batch"."""
+    batch_growth: float = 1.25
+    """Running-batch ratio to the baseline step (and at least one request more) that counts as a
+    bigger batch: below it, TPOT against the baseline cannot tell compute from room to spare."""
     leave_share: float = 0.7
     """Hysteresis: after a step that queued, the next one counts as queueing down to this share of
     the queue floor, so steps near the edge do not flip compute/queueing/compute."""
@@ -172,29 +183,59 @@ def server_verdict(stats: StepServerStats | None, client: Mapping[str, Any] | No
 
     if stats.waiting_mean is None and kv_max is None:
         return Verdict(UNKNOWN, "unknown: the server reports neither its queue nor its KV cache", evidence)
+    return _unqueued(stats, client, baseline, baseline_client, th, floor, kv_full, evidence)
 
+
+def _unqueued(stats: StepServerStats, client: Mapping[str, Any] | None, baseline: StepServerStats | None,
+              baseline_client: Mapping[str, Any] | None, th: Thresholds, floor: float, kv_full: bool,
+              evidence: dict[str, float]) -> Verdict:
+    """No queue and no preemption: compute-bound, not saturated, or no way to tell from this step.
+
+    A busy GPU shows only as decode steps that slow down as the batch grows, so "compute" needs
+    a lighter step to compare with, a batch that grew since, and a TPOT that grew with it. A
+    batch that grew while TPOT stayed flat, with the KV cache short of full, is a server with room
+    ("not saturated"). Anything less (one step, the same batch as the lighter step, no TPOT, a
+    full cache that nobody waits for yet) cannot separate the causes, and the verdict says what
+    would."""
+    kv_max = stats.kv_usage_max
     kv = f"KV cache at most {_pct(kv_max)}" if kv_max is not None else "KV usage not reported"
     waiting = stats.waiting_mean or 0.0
     queue = ("no request waited" if waiting == 0 else
              f"the queue stayed short ({_num(waiting)} waiting on average, under the {_num(floor)} that counts "
              "as a queue)")
-    head = f"compute: {queue} and {kv}"
+    head = f"{queue} and {kv}"
+    more = "another step with more users would separate them"
+    if kv_full:
+        return Verdict(NOT_ENOUGH, f"not enough evidence: {queue} while the KV cache peaked at {_pct(kv_max or 0.0)}: "
+                       "memory is at its edge but nothing waits for it yet; a step with more users would show "
+                       "whether new requests then wait for KV memory", evidence)
     tpot, base_tpot, tpot_name = _tpot_pair(stats, client, baseline, baseline_client)
-    if tpot is None:
-        return Verdict(COMPUTE, head + " — the load is all running; its speed is the GPU's", evidence)
-    evidence["tpot_p50_ms"] = tpot
-    running = stats.running_mean
-    if base_tpot:
-        ratio = tpot / base_tpot
-        evidence["tpot_growth"] = ratio
-        grew = "rose" if ratio >= th.tpot_growth else "moved only"
-        batch = ""
-        if running is not None and baseline is not None and baseline.running_mean is not None:
-            batch = f" while the running batch went from {_num(baseline.running_mean)} to {_num(running)}"
-        return Verdict(COMPUTE, f"{head}; {tpot_name} {grew} {ratio:.1f}× ({base_tpot:.0f} → {tpot:.0f} ms)"
-                       f"{batch} — each decode step slows as the batch grows", evidence)
-    batch = f" with {_num(running)} requests running" if running is not None else ""
-    return Verdict(COMPUTE, f"{head}; {tpot_name} {tpot:.0f} ms{batch}", evidence)
+    if tpot is not None:
+        evidence["tpot_p50_ms"] = tpot
+    running, base_running = stats.running_mean, baseline.running_mean if baseline is not None else None
+    lighter = baseline is not None and baseline is not stats and baseline.start != stats.start
+    if not lighter or running is None or base_running is None:
+        batch = f" with {_num(running)} requests running" if running is not None else ""
+        measured = f"; {tpot_name} {tpot:.0f} ms{batch}" if tpot is not None else batch
+        return Verdict(NOT_ENOUGH, f"not enough evidence: {head}{measured}; with no lighter step to compare with, "
+                       f"a busy GPU and a server with room look the same: {more} (its TPOT against this one's)",
+                       evidence)
+    if running < base_running * th.batch_growth or running - base_running < 1.0:
+        return Verdict(NOT_ENOUGH, f"not enough evidence: {head}; the running batch stayed at "
+                       f"{_num(base_running)} → {_num(running)}, so this step's TPOT says nothing about how the GPU "
+                       f"copes with a bigger batch: {more}", evidence)
+    if tpot is None or not base_tpot:
+        return Verdict(NOT_ENOUGH, f"not enough evidence: {head}; the batch grew from {_num(base_running)} to "
+                       f"{_num(running)} but neither the client's TPOT nor the server's ITL was measured at both "
+                       "steps, and only they show a GPU slowing with the batch", evidence)
+    ratio = tpot / base_tpot
+    evidence["tpot_growth"] = ratio
+    moved = f"{tpot_name} {'rose' if ratio >= th.tpot_growth else 'moved only'} {ratio:.1f}× ({base_tpot:.0f} → " \
+            f"{tpot:.0f} ms) while the running batch went from {_num(base_running)} to {_num(running)}"
+    if ratio >= th.tpot_growth:
+        return Verdict(COMPUTE, f"compute: {head}; {moved} — each decode step slows as the batch grows", evidence)
+    return Verdict(NOT_SATURATED, f"not saturated: {head}; {moved} — no resource is near its limit: the server "
+                   "has room for more load", evidence)
 
 
 def token_rate_warning(server_tps: float | None, client_tps: float | None, *, what: str = "output",

@@ -17,26 +17,22 @@ ends included:
   rank lands in the ``+Inf`` bucket, no answer (None) without observations.
 * **prefix-cache hit rate** → :func:`hit_rate`: hits' increase over queries' increase.
 
-Non-finite values (NaN, ±Inf) in counter and gauge points are skipped. :func:`aggregate_step`
-puts it together for one load step from :class:`~llmload.server_metrics.known.ServerSnapshot`
-scrapes; its :class:`StepServerStats` is what ``verdict.py`` reads.
+Non-finite values (NaN, ±Inf) in counter and gauge points are skipped.
+:func:`~llmload.server_metrics.step_stats.aggregate_step` puts it together for one load step.
 
 Usage::
 
     rate = counter_rate([(0.0, 100.0), (2.0, 160.0), (4.0, 230.0)], 0.0, 4.0)      # 32.5 /s
     buckets = window_histogram(ttft_points, start, end)
     p95 = histogram_quantile(0.95, buckets)
-    stats = aggregate_step([(t, snapshot(parse_exposition(body))) ...], start, end)
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
-
-from llmload.server_metrics.known import HistogramSnapshot, ServerSnapshot
 
 Point = tuple[float, float]
 Buckets = tuple[tuple[float, float], ...]
@@ -118,11 +114,9 @@ def histogram_delta(first: Buckets, last: Buckets) -> Buckets:
     return tuple((le, c - before[le]) for le, c in last)
 
 
-def histogram_quantile(q: float, buckets: Buckets) -> float | None:
-    """The q-quantile (0..1) of cumulative ``(upper bound, count)`` buckets, as Prometheus does it.
-
-    None when there are no observations or no ``+Inf`` bucket.
-    """
+def _locate(q: float, buckets: Buckets) -> tuple[list[float], list[float], int, float] | None:
+    """Prometheus' bucket search: the merged bounds, their monotone cumulative counts, the index of
+    the bucket the q-quantile's rank falls in, and that rank; None without observations."""
     if not buckets or not 0 <= q <= 1:
         return None
     merged: dict[float, float] = {}
@@ -139,7 +133,18 @@ def histogram_quantile(q: float, buckets: Buckets) -> float | None:
     if total <= 0:
         return None
     rank = q * total
-    b = next((i for i in range(len(counts) - 1) if counts[i] >= rank), len(counts) - 1)
+    return bounds, counts, next((i for i in range(len(counts) - 1) if counts[i] >= rank), len(counts) - 1), rank
+
+
+def histogram_quantile(q: float, buckets: Buckets) -> float | None:
+    """The q-quantile (0..1) of cumulative ``(upper bound, count)`` buckets, as Prometheus does it.
+
+    None when there are no observations or no ``+Inf`` bucket.
+    """
+    found = _locate(q, buckets)
+    if found is None:
+        return None
+    bounds, counts, b, rank = found
     if b == len(counts) - 1:
         return bounds[-2]
     if b == 0 and bounds[0] <= 0:
@@ -150,6 +155,17 @@ def histogram_quantile(q: float, buckets: Buckets) -> float | None:
     if in_bucket <= 0:
         return lower
     return lower + (bounds[b] - lower) * (rank - below) / in_bucket
+
+
+def histogram_bounds(q: float, buckets: Buckets) -> tuple[float, float] | None:
+    """The bounds of the bucket the q-quantile lies in: how coarse :func:`histogram_quantile`'s
+    interpolated answer is (the true quantile of the observations is somewhere between them).
+    The upper bound is ``inf`` when the rank lands in the ``+Inf`` bucket."""
+    found = _locate(q, buckets)
+    if found is None:
+        return None
+    bounds, _, b, _ = found
+    return (bounds[b - 1] if b > 0 else 0.0 if bounds[0] > 0 else -math.inf), bounds[b]
 
 
 def window_histogram(points: Sequence[tuple[float, Buckets]], start: float, end: float) -> Buckets | None:
@@ -180,131 +196,3 @@ def hit_rate(hits: Sequence[Point], queries: Sequence[Point], start: float, end:
         return None
     found = counter_increase(hits, start, end) if hits else 0.0
     return None if found is None else found / asked
-
-
-@dataclass(frozen=True, slots=True)
-class StepServerStats:
-    """What the server said during one load step (times in ms, rates per second)."""
-
-    start: float
-    end: float
-    engine: str | None = None
-    scrapes: int = 0
-    kv_usage_mean: float | None = None
-    kv_usage_max: float | None = None
-    running_mean: float | None = None
-    running_max: float | None = None
-    waiting_mean: float | None = None
-    waiting_median: float | None = None
-    """Robust to one scrape that caught a burst of arrivals waiting for the next engine step."""
-    waiting_max: float | None = None
-    waiting_trend_per_s: float | None = None
-    preemptions: float | None = None
-    prompt_tps: float | None = None
-    generation_tps: float | None = None
-    prefix_cache_hit_rate: float | None = None
-    spec_accept_rate: float | None = None
-    """Speculative decoding: accepted ÷ draft tokens over the step (vLLM's counters; SGLang's gauge mean)."""
-    spec_accept_length: float | None = None
-    """Tokens per decode step with a draft, the bonus token included: 1 + accepted ÷ drafts."""
-    ttft_mean_ms: float | None = None
-    """From the histogram's ``_sum`` and ``_count``: exact, unlike the bucket-interpolated percentiles."""
-    ttft_ms: dict[str, float | None] | None = field(default=None)
-    itl_ms: dict[str, float | None] | None = field(default=None)
-    queue_time_ms: dict[str, float | None] | None = field(default=None)
-    e2e_ms: dict[str, float | None] | None = field(default=None)
-
-    def has_metrics(self) -> bool:
-        """Whether any server number was measured in this step."""
-        return any(v is not None for k, v in asdict(self).items() if k not in ("start", "end", "engine", "scrapes"))
-
-
-def _gauge_points(snaps: Sequence[tuple[float, ServerSnapshot]], name: str) -> list[Point]:
-    return [(t, s.gauges[name]) for t, s in snaps if name in s.gauges]
-
-
-def _counter_points(snaps: Sequence[tuple[float, ServerSnapshot]], name: str) -> list[Point]:
-    """A counter's points; scrapes before it first appears count as 0.
-
-    Servers create some series lazily (SGLang's ``sglang:cached_tokens_total`` at the first
-    cache hit) and never remove one, so "not there yet" means "still zero".
-    """
-    first = next((i for i, (_, s) in enumerate(snaps) if name in s.counters), None)
-    if first is None:
-        return []
-    return [(t, 0.0) for t, _ in snaps[:first]] + [(t, s.counters[name]) for t, s in snaps[first:]
-                                                     if name in s.counters]
-
-
-def _hist_points(snaps: Sequence[tuple[float, ServerSnapshot]], name: str) -> list[tuple[float, Buckets]]:
-    """A histogram's bucket points; like counters, empty before it first appears."""
-    first = next((i for i, (_, s) in enumerate(snaps) if name in s.histograms), None)
-    if first is None:
-        return []
-    empty = tuple((le, 0.0) for le, _ in snaps[first][1].histograms[name].buckets)
-    out: list[tuple[float, Buckets]] = [(t, empty) for t, _ in snaps[:first]]
-    for t, s in snaps[first:]:
-        h: HistogramSnapshot | None = s.histograms.get(name)
-        if h is not None:
-            out.append((t, h.buckets))
-    return out
-
-
-def window_mean(snaps: Sequence[tuple[float, ServerSnapshot]], name: str) -> float | None:
-    """Mean of a histogram's observations between the first and last scrape (its sum and count)."""
-    pts = [(s.histograms[name].sum, s.histograms[name].count) for _, s in snaps if name in s.histograms]
-    if len(snaps) < 2 or not pts:
-        return None
-    first = pts[0] if name in snaps[0][1].histograms else (0.0, 0.0)  # created later: it was 0 before
-    last = pts[-1]
-    if last[1] <= first[1] or last[0] < first[0]:  # nothing observed, or a reset
-        return None
-    return (last[0] - first[0]) / (last[1] - first[1])
-
-
-def _ms(quantiles: dict[str, float | None] | None) -> dict[str, float | None] | None:
-    if quantiles is None:
-        return None
-    return {k: None if v is None else v * 1000.0 for k, v in quantiles.items()}
-
-
-def aggregate_step(snaps: Sequence[tuple[float, ServerSnapshot]], start: float, end: float) -> StepServerStats:
-    """Summarise the scrapes taken in ``[start, end]`` for :func:`verdict.server_verdict`."""
-    inside = [(t, s) for t, s in snaps if start <= t <= end]
-    engine = next((s.engine for _, s in inside if s.engine), None)
-    kv = gauge_stats(_gauge_points(inside, "kv_cache_usage"), start, end)
-    running = gauge_stats(_gauge_points(inside, "requests_running"), start, end)
-    waiting_points = _gauge_points(inside, "requests_waiting")
-    waiting = gauge_stats(waiting_points, start, end)
-    rate = hit_rate(_counter_points(inside, "prefix_cache_hits_tokens"),
-                    _counter_points(inside, "prefix_cache_queries_tokens"), start, end)
-    if rate is None:
-        gauge = gauge_stats(_gauge_points(inside, "prefix_cache_hit_rate"), start, end)
-        rate = gauge.mean if gauge else None
-    accepted = counter_increase(_counter_points(inside, "spec_accepted_tokens"), start, end)
-    drafted = counter_increase(_counter_points(inside, "spec_draft_tokens"), start, end)
-    drafts = counter_increase(_counter_points(inside, "spec_drafts"), start, end)
-    accept_rate = accepted / drafted if accepted is not None and drafted else None
-    accept_length = 1.0 + accepted / drafts if accepted is not None and drafts else None
-    if accept_rate is None and (g := gauge_stats(_gauge_points(inside, "spec_accept_rate"), start, end)):
-        accept_rate = g.mean
-    if accept_length is None and (g := gauge_stats(_gauge_points(inside, "spec_accept_length"), start, end)):
-        accept_length = g.mean
-    return StepServerStats(
-        start=start, end=end, engine=engine, scrapes=len(inside),
-        spec_accept_rate=accept_rate, spec_accept_length=accept_length,
-        kv_usage_mean=kv.mean if kv else None, kv_usage_max=kv.max if kv else None,
-        running_mean=running.mean if running else None, running_max=running.max if running else None,
-        waiting_mean=waiting.mean if waiting else None, waiting_max=waiting.max if waiting else None,
-        waiting_median=waiting.median if waiting else None,
-        waiting_trend_per_s=gauge_trend(waiting_points, start, end),
-        preemptions=counter_increase(_counter_points(inside, "preemptions"), start, end),
-        prompt_tps=counter_rate(_counter_points(inside, "prompt_tokens"), start, end),
-        generation_tps=counter_rate(_counter_points(inside, "generation_tokens"), start, end),
-        prefix_cache_hit_rate=rate,
-        ttft_mean_ms=None if (mean := window_mean(inside, "server_ttft_seconds")) is None else mean * 1000.0,
-        ttft_ms=_ms(window_quantiles(_hist_points(inside, "server_ttft_seconds"), start, end)),
-        itl_ms=_ms(window_quantiles(_hist_points(inside, "server_itl_seconds"), start, end)),
-        queue_time_ms=_ms(window_quantiles(_hist_points(inside, "server_queue_time_seconds"), start, end)),
-        e2e_ms=_ms(window_quantiles(_hist_points(inside, "server_e2e_seconds"), start, end)),
-    )

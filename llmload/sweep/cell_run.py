@@ -22,7 +22,7 @@ from typing import Any
 
 from llmload import files
 from llmload.report import ReportError, ReportOptions, build_report, write_report
-from llmload.report.gpu import gpu_columns
+from llmload.report.sections.gpu import gpu_columns
 from llmload.sweep.cells import Cell
 from llmload.sweep.frontier import TPOT_P95, TTFT_P95
 from llmload.sweep.plan import Plan

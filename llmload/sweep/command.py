@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from llmload.report.archive import Archive, ArchiveError
+from llmload.report.compare.archive import Archive, ArchiveError
 from llmload.sweep.cell_run import read_marker, run_cell
 from llmload.sweep.cells import dry_run_text, expand
 from llmload.sweep.plan import PlanError, read_plan

@@ -86,7 +86,7 @@ def sweep_blocks(s: dict[str, Any]) -> list[Block]:
                    fmt(p[TTFT_P95], 1), {True: "yes", False: "no", None: "–"}[p["slo_met"]],
                    fmt_usd(p["usd_per_1m_output_tokens"]), fmt_usd(p["usd_per_good_request"])] for p in front]))
         out.append(Block("", 3, chart=f"frontier:{w}"))
-    # "gpu": the GPUs at capacity (llmload.report.gpu.gpu_columns), for deployments with gpu_metrics:
+    # "gpu": the GPUs at capacity (llmload.report.sections.gpu.gpu_columns), for deployments with gpu_metrics:
     out.append(Block("Cells", 2, header=["cell", "deployment", "workload", "repeat", "status", "capacity",
                                          "limited by", "$ per 1M output tok", "GPU J per output token",
                                          "GPU bound by", "seconds"],

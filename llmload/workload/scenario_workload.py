@@ -26,11 +26,11 @@ import random
 import zlib
 from typing import Any
 
-from llmload.workload.agent import content_words
 from llmload.workload.dataset import Conversation
 from llmload.workload.distributions import Distribution
 from llmload.workload.file.spec import PrefixGroup, WorkloadSpec
 from llmload.workload.request import LLMRequest
+from llmload.workload.tasks.agent import content_words
 from llmload.workload.text import TextSource, words
 
 DEFAULT_OUTPUT = 128

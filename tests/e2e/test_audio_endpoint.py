@@ -18,7 +18,7 @@ from llmload.metrics import record as R
 from llmload.metrics.record import RequestMeta
 from llmload.transport.fast import FastTransport
 from llmload.wire.audio import check_transcription, multipart_body, multipart_content_type, transcription_fields
-from llmload.workload.audio import synth_wav
+from llmload.workload.endpoints.audio import synth_wav
 from tests.support.locust_runs import llmload_lines, load_rows, run, run_locust
 from tests.support.processes import ROOT
 

@@ -36,7 +36,7 @@ from llmload.metrics.record import RequestMeta, RequestRecord
 from llmload.transport import FastTransport, OpenAITransport
 from llmload.wire.audio import multipart_body, multipart_content_type, transcription_fields
 from llmload.wire.protocol import chat_body, completions_body, encode_body, messages_body
-from llmload.workload.audio import synth_wav
+from llmload.workload.endpoints.audio import synth_wav
 from tests.support import replay_server
 
 STREAMS = Path(__file__).resolve().parent.parent / "fixtures" / "streams"

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from llmload.metrics.record import CSV_COLUMNS
-from llmload.plugin.run_files import OutputError, RequestsCsv
+from llmload.plugin.output.run_files import OutputError, RequestsCsv
 from tests.support.locust_runs import CHAT, LOCUST
 from tests.support.processes import ROOT
 

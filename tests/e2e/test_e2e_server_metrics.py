@@ -22,6 +22,7 @@ from tests.support.locust_runs import CHAT, LOCUST, load_rows, report, run_locus
 from tests.support.metric_scrapes import scrapes
 from tests.support.metrics_endpoints import dead_endpoint, dripping_endpoint, static_endpoint
 from tests.support.processes import ROOT, free_port
+from tests.support.server_checks import assert_same_requests_and_no_negative_gap
 
 STEPS = os.path.join(ROOT, "locustfiles", "steps.py")
 STEP_RUN = ["--headless", "--step-seconds", "6", "--ignore-eos", "--output-tokens", "50", "--input-tokens", "200",
@@ -53,6 +54,7 @@ def test_a_step_run_past_the_kv_capacity_is_limited_by_the_kv_cache(mock_factory
     assert knee["evidence"]["kv_usage_max"] >= 0.95 and knee["evidence"]["waiting_mean"] >= 4
     assert knee["reason"].startswith("KV cache: usage peaked at 9")
     assert "Limited by (server side): KV cache — at the first step above capacity (20)" in data["_md"]
+    assert_same_requests_and_no_negative_gap(steps)  # the queue at 20 users: TTFTs of seconds across the edges
     for s in steps:  # vLLM counts tokens as it goes: the rates agree with the client's
         sv = s["server"]
         assert sv["output_tps"] == pytest.approx(sv["client_output_tps"], rel=0.25), s["users"]
@@ -77,6 +79,9 @@ def test_ample_kv_and_steps_that_slow_with_the_batch_are_compute(mock_factory, t
     assert "each decode step slows as the batch grows" in knee["reason"]
     running = [s["server"]["running"]["max"] for s in steps]
     assert running[-1] == 32 and all(s["server"]["engine"] == "sglang" for s in steps)
+    assert_same_requests_and_no_negative_gap(steps)
+    # the first step has no lighter one to compare with: it proves nothing about compute
+    assert steps[0]["server"]["verdict"]["limited_by"] == "not_enough_evidence", steps[0]["server"]["verdict"]
 
 
 def summary(prefix) -> dict[str, float]:

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from llmload.plugin.isolated import run_each
+from llmload.plugin.run.isolated import run_each
 from tests.support.locust_runs import CHAT, load_rows, run_locust
 
 

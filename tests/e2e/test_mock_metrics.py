@@ -7,9 +7,9 @@ import http.client
 
 import pytest
 
-from llmload.mock.engine import BatchingEngine, EngineParams, EngineRequest
-from llmload.mock.metrics_state import METRIC_FORMATS, EngineStats
-from llmload.mock.prometheus import render_metrics
+from llmload.mock.engine.batching_engine import BatchingEngine, EngineParams, EngineRequest
+from llmload.mock.engine.metrics_state import METRIC_FORMATS, EngineStats
+from llmload.mock.telemetry.prometheus import render_metrics
 from llmload.server_metrics import aggregate_step, detect_engine, parse_exposition, snapshot
 from tests.support.engine_runs import run_until_idle, words
 from tests.support.mock_client import chat, post

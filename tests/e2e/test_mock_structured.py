@@ -8,12 +8,12 @@ import random
 
 import pytest
 
-from llmload.mock.engine import BatchingEngine
+from llmload.mock.api.structured import json_pieces, plan_reply
+from llmload.mock.engine.batching_engine import BatchingEngine
 from llmload.mock.options import MockConfig
 from llmload.mock.profiles import DEFAULT_PROFILE, PROFILES
-from llmload.mock.structured import json_pieces, plan_reply
-from llmload.workload.agent import synthetic_tools
 from llmload.workload.images import image_part
+from llmload.workload.tasks.agent import synthetic_tools
 from tests.support.mock_client import post, sse_events
 
 SCHEMAS = [

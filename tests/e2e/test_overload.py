@@ -18,9 +18,9 @@ import pytest
 from llmload.metrics.record import CSV_COLUMNS
 from llmload.metrics.stats import LLMStats, ScenarioStats
 from llmload.net.limits import explain_connect_error
-from llmload.plugin.backoff import Backoff, BackoffPolicy, retry_after_seconds
-from llmload.plugin.end_of_run import end_of_run_text
-from llmload.plugin.live import LiveHistory, LiveWindow
+from llmload.plugin.output.end_of_run import end_of_run_text
+from llmload.plugin.output.live import LiveHistory, LiveWindow
+from llmload.plugin.users.backoff import Backoff, BackoffPolicy, retry_after_seconds
 from tests.support.locust_runs import CHAT, LOCUST, load_rows, run_locust
 from tests.support.processes import ROOT, free_port, start_mock, stop_mock
 

@@ -25,7 +25,7 @@ from llmload.health.stalls import (
 from llmload.health.verdict import machine_busy, verdict
 from llmload.net import turns
 from llmload.net.turns import let_io_run, yield_if_turn_is_long
-from llmload.plugin.end_of_run import run_notes
+from llmload.plugin.output.end_of_run import run_notes
 
 
 def hog_the_loop(ms: float) -> None:

@@ -30,8 +30,8 @@ from locust.rpc import Message
 from llmload.health.fleet import ClientView
 from llmload.metrics.histogram import Histogram
 from llmload.metrics.stats import LLMStats
-from llmload.plugin import messages
-from llmload.plugin.user_counts import UserCounts
+from llmload.plugin.cluster import messages
+from llmload.plugin.cluster.user_counts import UserCounts
 from llmload.server_metrics.gpu import gpu_readings, gpu_samples
 from llmload.server_metrics.parse import ExpositionError, parse_exposition
 from llmload.sweep.plan import parse_plan
@@ -306,7 +306,8 @@ _whole_bodies = st.one_of(_rank.map(dumps), mutated(corpus.json_bodies() or (b"{
                           st.binary(max_size=40))
 
 
-@prop("rerank, score and transcription answers: never raise; a passed ranking reads back", st.tuples(_whole_bodies, st.integers(0, 4)))
+@prop("rerank, score and transcription answers: never raise; a passed ranking reads back",
+      st.tuples(_whole_bodies, st.integers(0, 4)))
 def whole_bodies(args) -> None:
     body, n = args
     for check, api in ((check_rerank(body, n, top_n=n or None), "rerank"), (check_score(body, n), "score")):

@@ -11,7 +11,7 @@ import pytest
 from llmload.metrics import record as R
 from llmload.transport.fast import FastTransport
 from llmload.wire.audio import check_transcription, multipart_body, multipart_content_type, transcription_fields
-from llmload.workload.audio import synth_wav
+from llmload.workload.endpoints.audio import synth_wav
 from tests.support.llamacpp import MODEL_ALIAS, LlamaServer, llama_server_fixture, tiny_model_fixture  # noqa: F401
 
 BOUNDARY = "llmload-real-audio"

@@ -18,7 +18,7 @@ import urllib.request
 import pytest
 
 from llmload.metrics import catalog
-from llmload.plugin import llm_tab
+from llmload.plugin.web import llm_tab
 from tests.support.browser import CHROMEDRIVER, CHROMIUM, wait_for
 from tests.support.processes import ROOT, end_process, free_port
 from tests.support.screenshots import SCREENSHOTS, axis_tick_labels, horizontal_overflow, overlapping_text, shoot

@@ -9,7 +9,7 @@ from typing import Any
 from llmload.health.sampler import ClientHealth
 from llmload.metrics.record import RequestMeta, RequestRecord
 from llmload.metrics.stats import LLMStats
-from llmload.plugin import messages
+from llmload.plugin.cluster import messages
 
 V = messages.PROTOCOL_VERSION
 

@@ -29,8 +29,8 @@ import zmq
 from locust import __version__ as LOCUST_VERSION
 from locust.rpc import Message
 
-from llmload.plugin import messages
-from llmload.plugin.messages import PROTOCOL_VERSION as V
+from llmload.plugin.cluster import messages
+from llmload.plugin.cluster.messages import PROTOCOL_VERSION as V
 
 MIB = 1 << 20
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from llmload.workload.file.scenario import ScenarioError, parse_scenario
-from llmload.workload.graph_session import CallResult
+from llmload.workload.tasks.graph_session import CallResult
 from llmload.workload.text import TextSource
 from llmload.workload.trace.read import TraceError, load_trace, select
 from llmload.workload.trace.replay import SelectedTrace, TraceWorkload, selected_trace

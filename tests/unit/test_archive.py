@@ -6,8 +6,8 @@ import sqlite3
 
 import pytest
 
-from llmload.report import archive as arch
-from llmload.report.archive import SCHEMA_VERSION, Archive, ArchiveError, default_path, history_text
+from llmload.report.compare import archive as arch
+from llmload.report.compare.archive import SCHEMA_VERSION, Archive, ArchiveError, default_path, history_text
 
 
 def _v1(path) -> None:

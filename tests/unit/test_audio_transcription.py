@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from llmload.metrics import record as R
-from llmload.mock.audio_api import (
+from llmload.mock.api.audio_api import (
     TranscriptionFormatter,
     parse_multipart,
     parse_transcription,
     transcript_words,
     whole_answer,
 )
-from llmload.mock.openai_api import BadRequest
+from llmload.mock.api.openai_api import BadRequest
 from llmload.report.capacity import cost_at
 from llmload.transport.stream import Deadlines, ResponseStream
 from llmload.wire.audio import (
@@ -32,8 +32,8 @@ from llmload.wire.audio import (
     transcription_fields,
 )
 from llmload.wire.chunks import classify_event
-from llmload.workload.audio import AudioWorkload, clip_pool, folder_clips, synth_wav, synthetic_clips
 from llmload.workload.distributions import parse_distribution
+from llmload.workload.endpoints.audio import AudioWorkload, clip_pool, folder_clips, synth_wav, synthetic_clips
 
 pytestmark = pytest.mark.unit
 
@@ -290,8 +290,8 @@ def _audio_class(**settings):
 def _init_error(cls) -> str:
     import types
 
-    from llmload.plugin.config import build_config
-    from llmload.plugin.option_checks import ConfigError
+    from llmload.plugin.options.option_checks import ConfigError
+    from llmload.plugin.run.config import build_config
 
     env = types.SimpleNamespace(parsed_options=None, user_classes=[cls], host="http://127.0.0.1:9", shape_class=None)
     with pytest.raises(ConfigError) as e:
@@ -329,7 +329,7 @@ def test_bad_audio_settings_stop_the_run_at_init_with_one_line(tmp_path, setting
 
 
 def test_good_audio_settings_pass_the_init_check_and_a_synthetic_clip_fits_the_upload_limit(tmp_path):
-    from llmload.workload.audio import MAX_CLIP_SECONDS, MAX_FILE_BYTES
+    from llmload.workload.endpoints.audio import MAX_CLIP_SECONDS, MAX_FILE_BYTES
 
     _audio_class(audio_seconds={"dist": "lognormal", "median": 20, "sigma": 1, "max": 600}).check_settings()
     _audio_class(audio_dir=_folder(tmp_path, **{"talk_2.5s.mp3": b"ID3" + bytes(64)})).check_settings()
@@ -339,7 +339,7 @@ def test_good_audio_settings_pass_the_init_check_and_a_synthetic_clip_fits_the_u
 
 
 def test_a_new_run_seed_drops_the_clip_pools_of_the_old_one():
-    from llmload.workload import audio
+    from llmload.workload.endpoints import audio
 
     clips = synthetic_clips(parse_distribution(1, "audio_seconds", integer=False), 1, seed=3)
     fields = transcription_fields("m", stream=True)

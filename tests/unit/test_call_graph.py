@@ -9,9 +9,9 @@ import textwrap
 
 import pytest
 
-from llmload.workload.call_graph import CallGraph, GraphCall, GraphError, check_graph, critical_path, sample_graph
 from llmload.workload.file.scenario import ScenarioError, load_scenario
-from llmload.workload.graph_session import CallResult, GraphSession
+from llmload.workload.tasks.call_graph import CallGraph, GraphCall, GraphError, check_graph, critical_path, sample_graph
+from llmload.workload.tasks.graph_session import CallResult, GraphSession
 from llmload.workload.text import TextSource
 
 pytestmark = pytest.mark.unit
@@ -157,7 +157,7 @@ def test_graph_columns_come_after_every_earlier_requests_column():
 def test_the_reports_critical_path_steps_back_to_the_parent_that_ended_last():
     import pandas as pd
 
-    from llmload.report.sessions import critical_path as rows_critical_path
+    from llmload.report.sections.sessions import critical_path as rows_critical_path
     calls = pd.DataFrame({
         "call_id": ["plan", "a", "b", "answer"], "call_after": ["", "plan", "plan", "plan+a+b"],
         "start_time": [0.0, 1.2, 1.2, 4.3], "end_time": [1.0, 2.0, 4.0, 5.0], "e2e_ms": [1000, 800, 2800, 700]})

@@ -55,7 +55,7 @@ def test_report_on_a_folder_suggests_the_prefix_found_there(tmp_path, capsys):
 
 
 def test_report_archives_by_default_and_not_with_no_archive(tmp_path, monkeypatch, capsys):
-    from llmload.report.archive import Archive
+    from llmload.report.compare.archive import Archive
 
     db = tmp_path / "runs.sqlite"
     monkeypatch.setenv("LLMLOAD_ARCHIVE", str(db))  # the default archive, never the user's home

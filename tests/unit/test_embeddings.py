@@ -13,7 +13,7 @@ import pytest
 from llmload.metrics import record as R
 from llmload.wire.embeddings import check_embeddings, embeddings_body
 from llmload.workload.distributions import parse_distribution
-from llmload.workload.embeddings import EmbeddingsWorkload
+from llmload.workload.endpoints.embeddings import EmbeddingsWorkload
 
 
 def answer(vectors: list, usage: dict | None = None, indices: list | None = None) -> bytes:
@@ -149,7 +149,7 @@ def test_the_compact_path_passes_exactly_what_the_full_check_passes():
 
 
 def test_batches_are_built_ahead_and_each_request_gets_unique_texts():
-    from llmload.workload.embeddings import BatchPool
+    from llmload.workload.endpoints.embeddings import BatchPool
 
     batch, lengths = parse_distribution("1-8", "batch_size", minimum=1), parse_distribution("3-9", "t", minimum=1)
     pool = BatchPool("m", batch, lengths, seed=5, size=64)
@@ -169,7 +169,7 @@ def test_batches_are_built_ahead_and_each_request_gets_unique_texts():
 def test_the_batch_pool_is_one_per_run_seed_and_a_new_seed_drops_the_old_pools():
     import types
 
-    from llmload.plugin.whole_body import embeddings_workload
+    from llmload.plugin.users.whole_body import embeddings_workload
     from llmload.workload.shared import SharedState
 
     shared = SharedState(lambda: 1, lambda: None)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from llmload.metrics import catalog
-from llmload.plugin.end_of_run import format_summary, run_notes
+from llmload.plugin.output.end_of_run import format_summary, run_notes
 
 
 def _row(**kw):

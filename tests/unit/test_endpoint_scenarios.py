@@ -10,11 +10,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from llmload.mock.metrics_state import EngineStats, buckets_1_2_5
-from llmload.plugin.whole_body import body_meta
+from llmload.mock.engine.metrics_state import EngineStats, buckets_1_2_5
+from llmload.plugin.users.whole_body import body_meta
 from llmload.wire.rerank import ranked_indices
 from llmload.workload.file.scenario import ScenarioError, parse_scenario
-from llmload.workload.rag_pipeline import RagPipeline
+from llmload.workload.tasks.rag_pipeline import RagPipeline
 from llmload.workload.text import TextSource
 
 MIXED = """
@@ -182,7 +182,7 @@ def test_ranked_indices_are_best_first():
 
 
 def test_pooling_requests_count_where_vllm_counts_them():
-    from llmload.mock.prometheus import render_metrics
+    from llmload.mock.telemetry.prometheus import render_metrics
 
     class Engine:  # what render_metrics reads of an engine
         num_running = num_waiting = 0

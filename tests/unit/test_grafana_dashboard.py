@@ -12,10 +12,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from llmload.metrics.record import CSV_COLUMNS
-from llmload.mock.engine import BatchingEngine, EngineParams, EngineRequest
-from llmload.mock.metrics_state import EngineStats
-from llmload.mock.prometheus import render_metrics
-from llmload.plugin.prometheus_export import LLMLoadMetrics
+from llmload.mock.engine.batching_engine import BatchingEngine, EngineParams, EngineRequest
+from llmload.mock.engine.metrics_state import EngineStats
+from llmload.mock.telemetry.prometheus import render_metrics
+from llmload.plugin.output.prometheus_export import LLMLoadMetrics
 from scripts.grafana_dashboard import OUT, dashboard
 from tests.support.processes import ROOT
 

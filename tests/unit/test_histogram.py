@@ -10,7 +10,7 @@ import pytest
 from llmload.metrics.histogram import Histogram
 from llmload.metrics.record import RequestMeta, RequestRecord
 from llmload.metrics.stats import LLMStats
-from llmload.plugin.end_of_run import format_summary
+from llmload.plugin.output.end_of_run import format_summary
 
 QS = [1, 10, 50, 90, 95, 99, 99.9, 100]
 

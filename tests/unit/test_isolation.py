@@ -11,8 +11,8 @@ import pytest
 
 from llmload.files import COL, REQUESTS_COLUMNS
 from llmload.metrics.slo import parse_slo
-from llmload.report.classes import classes_json, classes_tables, leakage
 from llmload.report.model import ReportOptions
+from llmload.report.sections.classes import classes_json, classes_tables, leakage
 from llmload.report.steps import Step, find_steps
 from llmload.shapes import isolation_shape
 from llmload.shapes.isolation import ClassGroup, IsolationPlan, Phase, PhaseMarks, parse_isolation, phase_plan
@@ -251,7 +251,7 @@ TWO_CLASSES = ("workloads:\n  chat: {priority: {class: high, value: 0}}\n  bulk:
 
 
 def test_the_run_groups_its_user_classes_by_priority_class():
-    from llmload.plugin.isolation_setup import check_isolation
+    from llmload.plugin.run.isolation_setup import check_isolation
 
     env, config = _run_with(TWO_CLASSES, ("ChatUser", "chat", 1), ("BulkUser", "bulk", 2), ("MoreUser", "more", 1))
     setup = check_isolation(env, config)
@@ -272,8 +272,8 @@ def test_the_run_groups_its_user_classes_by_priority_class():
      r"locustfile's shape object cannot run beside it"),
 ])
 def test_a_run_isolation_cannot_split_fails_with_one_message(classes, shape, message):
-    from llmload.plugin.isolation_setup import check_isolation
-    from llmload.plugin.option_checks import ConfigError
+    from llmload.plugin.options.option_checks import ConfigError
+    from llmload.plugin.run.isolation_setup import check_isolation
 
     env, config = _run_with(TWO_CLASSES, *classes, shape=shape)
     with pytest.raises(ConfigError, match=message):
@@ -290,8 +290,8 @@ def test_the_reports_run_table_names_the_phases():
 
 
 def test_a_whole_body_workload_under_isolation_is_one_error_saying_it_has_no_class():
-    from llmload.plugin.isolation_setup import check_isolation
-    from llmload.plugin.option_checks import ConfigError
+    from llmload.plugin.options.option_checks import ConfigError
+    from llmload.plugin.run.isolation_setup import check_isolation
 
     text = "defaults: {priority: {class: high, value: 0}}\nworkloads:\n  chat: {}\n  ingest: {endpoint: embeddings}\n"
     env, config = _run_with(text, ("ChatUser", "chat", 1), ("IngestUser", "ingest", 1))

@@ -1,4 +1,4 @@
-"""The master's wait for every worker's final data at stop (plugin/links.py), on a fake clock.
+"""The master's wait for every worker's final data at stop (plugin/cluster/links.py), on a fake clock.
 
 A worker that Locust calls missing (no heartbeat for ~4 s: its loop held up or the process not
 scheduled on a loaded machine) but that spoke moments ago is still waited for; a worker silent
@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 from locust.event import Events
 
-from llmload.plugin import links
-from llmload.plugin.links import GONE_AFTER_SILENT_S, MISSING_GRACE_S, MasterLink
+from llmload.plugin.cluster import links
+from llmload.plugin.cluster.links import GONE_AFTER_SILENT_S, MISSING_GRACE_S, MasterLink
 from tests.support import payloads
 
 pytestmark = pytest.mark.unit

@@ -8,8 +8,8 @@ import re
 import pytest
 
 from llmload.metrics import catalog
-from llmload.plugin import llm_tab
-from llmload.plugin.llm_tab import DEFAULT, DETAILS, TABLE, tab_rows, three_digits
+from llmload.plugin.web import llm_tab
+from llmload.plugin.web.llm_tab import DEFAULT, DETAILS, TABLE, tab_rows, three_digits
 
 
 class View:

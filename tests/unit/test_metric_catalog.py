@@ -15,10 +15,10 @@ from llmload.metrics.histogram import Histogram
 from llmload.metrics.record import CSV_COLUMNS, RequestMeta, RequestRecord
 from llmload.metrics.slo import METRIC_HELP, parse_slo
 from llmload.metrics.stats import LLMStats
-from llmload.plugin import llm_tab
-from llmload.plugin.end_of_run import format_summary
-from llmload.plugin.live import LiveWindow
-from llmload.plugin.run_files import HISTORY_COLUMNS
+from llmload.plugin.output.end_of_run import format_summary
+from llmload.plugin.output.live import LiveWindow
+from llmload.plugin.output.run_files import HISTORY_COLUMNS
+from llmload.plugin.web import llm_tab
 from llmload.report import ReportOptions, build_report
 from llmload.report.render import blocks
 from tests.support.processes import ROOT

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from llmload.mock.engine import BatchingEngine, EngineParams, EngineRequest
-from llmload.mock.faults import FaultPicker, parse_fault, parse_fault_rate
-from llmload.mock.fixed_engine import FixedEngine
-from llmload.mock.prefix_cache import prompt_block_hashes
+from llmload.mock.engine.batching_engine import BatchingEngine, EngineParams, EngineRequest
+from llmload.mock.engine.fixed_engine import FixedEngine
+from llmload.mock.engine.prefix_cache import prompt_block_hashes
+from llmload.mock.engine.simulate import closed_loop
+from llmload.mock.front.faults import FaultPicker, parse_fault, parse_fault_rate
 from llmload.mock.profiles import PROFILES
-from llmload.mock.simulate import closed_loop
 from tests.support.engine_runs import run_until_idle, words
 
 PARAMS = EngineParams(max_num_seqs=4, max_num_batched_tokens=512, kv_capacity_tokens=100_000,

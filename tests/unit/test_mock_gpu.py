@@ -1,4 +1,4 @@
-"""The mock's simulated GPUs (llmload/mock/gpu_telemetry.py): the power model's exact energy, the
+"""The mock's simulated GPUs (llmload/mock/telemetry/gpu_telemetry.py): the power model's exact energy, the
 activity that follows the token mix, throttling, and /dcgm/metrics read back by llmload's own
 DCGM reader (llmload/server_metrics/gpu.py)."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from llmload.mock.engine import BatchingEngine, EngineParams, EngineRequest
-from llmload.mock.gpu_telemetry import POWER_CAP, SLOWDOWN, GpuMeter, GpuModel, parse_throttle, render_dcgm
+from llmload.mock.engine.batching_engine import BatchingEngine, EngineParams, EngineRequest
+from llmload.mock.telemetry.gpu_telemetry import POWER_CAP, SLOWDOWN, GpuMeter, GpuModel, parse_throttle, render_dcgm
 from llmload.server_metrics import parse_exposition
 from llmload.server_metrics.gpu import gpu_readings, gpu_samples
 from llmload.server_metrics.gpu_window import gpu_step

@@ -10,7 +10,7 @@ import json
 import gevent
 import pytest
 
-from llmload.mock.lora import LoraConfig, LoraSlots, parse_adapters, wait_for_adapter
+from llmload.mock.front.lora import LoraConfig, LoraSlots, parse_adapters, wait_for_adapter
 
 
 def test_an_adapter_waits_for_an_idle_slot_and_the_least_recently_used_idle_one_is_evicted():
@@ -55,8 +55,8 @@ def test_models_list_404_and_adapter_names():
 def test_a_request_waiting_for_its_adapter_is_waiting_to_the_engine_and_its_wait_is_queue_time():
     from time import perf_counter
 
-    from llmload.mock.engine import BatchingEngine, EngineParams, EngineRequest
-    from llmload.mock.priority_engine import sheds, waiting_priorities
+    from llmload.mock.engine.batching_engine import BatchingEngine, EngineParams, EngineRequest
+    from llmload.mock.engine.priority_engine import sheds, waiting_priorities
 
     engine = BatchingEngine(EngineParams(step_base_ms=10.0, step_per_seq_ms=0.0, step_per_prefill_token_ms=0.0,
                                          prefix_caching=False))

@@ -13,7 +13,7 @@ from llmload.metrics import record as R
 from llmload.metrics.slo import SLO, parse_slo, scope_models, slos_for, with_error_budget
 from llmload.metrics.stats import AGGREGATED, LLMStats
 from llmload.metrics.step_verdict import BROKEN, WindowRows, judge_step
-from llmload.report.models import split_cost
+from llmload.report.sections.models import split_cost
 from llmload.workload.file.scenario import ScenarioError, parse_scenario
 from llmload.workload.model_mix import ModelPicker, weighted_mix, zipf_mix
 
@@ -175,8 +175,8 @@ def test_cost_is_split_by_each_models_share_of_tokens():
 
 
 def test_the_live_window_and_the_llm_tab_have_a_row_per_model():
-    from llmload.plugin.live import LiveHistory, LiveWindow
-    from llmload.plugin.llm_tab import tab_rows
+    from llmload.plugin.output.live import LiveHistory, LiveWindow
+    from llmload.plugin.web.llm_tab import tab_rows
 
     live = LiveWindow(window_s=10)
     for i in range(30):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from llmload.report.noise import mean_difference, percentile_difference, regression_beyond
+from llmload.report.compare.noise import mean_difference, percentile_difference, regression_beyond
 
 
 def _tpot_population(seed: int = 7) -> np.ndarray:

@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from llmload.mock.engine import BatchingEngine, EngineParams, EngineRequest
-from llmload.mock.messages_api import parse_messages_body
-from llmload.mock.openai_api import BadRequest, parse_body
+from llmload.mock.api.messages_api import parse_messages_body
+from llmload.mock.api.openai_api import BadRequest, parse_body
+from llmload.mock.api.responses_api import parse_responses_body
+from llmload.mock.engine.batching_engine import BatchingEngine, EngineParams, EngineRequest
+from llmload.mock.engine.priority_engine import PriorityEngine, make_engine, pick_victim, sheds, waiting_priorities
 from llmload.mock.options import add_mock_arguments, config_from_args
-from llmload.mock.priority_engine import PriorityEngine, make_engine, pick_victim, sheds, waiting_priorities
-from llmload.mock.responses_api import parse_responses_body
 from llmload.workload.file.scenario import ScenarioError, parse_scenario
 from tests.support.engine_runs import run_until_idle, words
 

@@ -1,4 +1,4 @@
-"""llmload.plugin.prometheus_export: the rows become GenAI-named histograms and counters, read back
+"""llmload.plugin.output.prometheus_export: the rows become GenAI-named histograms and counters, read back
 with prometheus_client's own parser."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from prometheus_client.parser import text_string_to_metric_families
 
 from llmload.metrics.record import CSV_COLUMNS
-from llmload.plugin.prometheus_export import LLMLoadMetrics
+from llmload.plugin.output.prometheus_export import LLMLoadMetrics
 
 
 def _row(**cells) -> tuple:

@@ -33,7 +33,7 @@ def test_pairs_and_text():
 
 
 def test_the_command_line_in_run_json_keeps_no_secret():
-    from llmload.plugin.run_manifest import redact_argv
+    from llmload.plugin.output.run_manifest import redact_argv
 
     argv = ["locust", "-f", "chat.py", "--web-login", "--headless", "--header", "Authorization: Bearer sk-a",
             "--header=X-Api-Key: sk-b", "--header", "X-Tenant: t1", "--query", "key=sk-c", "--query",

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 from llmload.metrics.slo import parse_slo
 from llmload.report import chart_parts, charts
-from llmload.report.compare import COLUMNS
+from llmload.report.compare.compare_runs import COLUMNS
 from llmload.report.document import Block, render_html
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -1,4 +1,4 @@
-"""llmload.report.gpu: PREFIX_gpu_metrics.csv joined to the steps: energy per token and request, the
+"""llmload.report.sections.gpu: PREFIX_gpu_metrics.csv joined to the steps: energy per token and request, the
 energy cost, bound-by, and a throttled step that is never capacity (unless --allow-throttled)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from llmload import files
 from llmload.report import ReportOptions, build_report
 from llmload.report.charts import gpu_per_step
-from llmload.report.gpu import client_work, gpu_columns
 from llmload.report.render import blocks
+from llmload.report.sections.gpu import client_work, gpu_columns
 from tests.support.report_rows import req, write_csv
 
 LABELS = 'gpu="0",UUID="GPU-a",modelName="NVIDIA H100 80GB HBM3",hostname="n1",pod="vllm-0",namespace="llm"'

@@ -8,7 +8,7 @@ import pytest
 
 from llmload.wire.rerank import check_rerank, check_score
 from llmload.workload.distributions import parse_distribution
-from llmload.workload.rerank import RerankWorkload
+from llmload.workload.endpoints.rerank import RerankWorkload
 
 
 def results(indices: list, scores: list | None = None, usage: dict | None = None) -> bytes:

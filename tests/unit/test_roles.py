@@ -16,9 +16,10 @@ from locust.event import Events
 
 from llmload.metrics.record import RequestMeta, RequestRecord
 from llmload.metrics.stats import LLMStats
-from llmload.plugin import messages, prometheus_export
-from llmload.plugin.roles import LocalRole, MasterRole
-from llmload.plugin.worker_role import WorkerRole
+from llmload.plugin.cluster import messages
+from llmload.plugin.cluster.roles import LocalRole, MasterRole
+from llmload.plugin.cluster.worker_role import WorkerRole
+from llmload.plugin.output import prometheus_export
 from llmload.plugin.wiring import LLMLoadPlugin
 from tests.support.processes import ROOT
 
@@ -124,9 +125,10 @@ def test_every_llmload_string_in_the_plugin_is_a_declared_message_used_through_t
     assert len(declared) == len(messages.TABLE) == 13
     assert {m.direction for m in messages.TABLE} == {messages.WORKER_TO_MASTER, messages.MASTER_TO_WORKER}
     typed: dict[str, list[str]] = {}
-    for f in sorted(os.listdir(PLUGIN)):
-        if not f.endswith(".py"):
-            continue
+    sources = sorted(os.path.relpath(os.path.join(d, f), PLUGIN) for d, _, fs in os.walk(PLUGIN) for f in fs
+                     if f.endswith(".py"))  # every sub-package of the plugin
+    assert "cluster/messages.py" in sources and "cluster/links.py" in sources
+    for f in sources:
         with open(os.path.join(PLUGIN, f), encoding="utf-8") as src:
             tree = ast.parse(src.read())
         for node in ast.walk(tree):
@@ -135,7 +137,7 @@ def test_every_llmload_string_in_the_plugin_is_a_declared_message_used_through_t
                 typed.setdefault(node.value, []).append(f)
     undeclared = {s: fs for s, fs in typed.items() if s not in declared | NOT_MESSAGES}
     assert not undeclared, f"llmload_* strings not in messages.TABLE: {undeclared}"
-    elsewhere = {s: fs for s, fs in typed.items() if s in declared and fs != ["messages.py"]}
+    elsewhere = {s: fs for s, fs in typed.items() if s in declared and fs != ["cluster/messages.py"]}
     assert not elsewhere, f"message names typed outside messages.py (use the table): {elsewhere}"
 
 

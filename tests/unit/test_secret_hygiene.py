@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from llmload.plugin.option_checks import ConfigError
-from llmload.plugin.option_checks import client_options as _client_options
+from llmload.plugin.options.option_checks import ConfigError
+from llmload.plugin.options.option_checks import client_options as _client_options
 from llmload.transport.connection import ClientOptions
 from llmload.wire.protocol import parse_header
 

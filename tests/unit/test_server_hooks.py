@@ -7,10 +7,10 @@ import types
 
 import pytest
 
-from llmload.mock.prefix_cache import PrefixCache, prompt_block_hashes
-from llmload.plugin.option_checks import ConfigError
-from llmload.plugin.profile_clock import START, STOP, ProfileClock
-from llmload.plugin.server_hooks import hook_settings, report_warmup_s
+from llmload.mock.engine.prefix_cache import PrefixCache, prompt_block_hashes
+from llmload.plugin.options.option_checks import ConfigError
+from llmload.plugin.run.profile_clock import START, STOP, ProfileClock
+from llmload.plugin.run.server_hooks import hook_settings, report_warmup_s
 from llmload.server_metrics.engine_admin import HookCall, reset_cache
 
 
@@ -118,8 +118,8 @@ def test_the_mock_prefix_cache_forgets_everything_on_a_reset_but_keeps_its_count
 def test_a_web_ui_tests_failing_reset_stops_that_test_and_is_named_in_its_manifest(monkeypatch, tmp_path):
     import json
 
-    from llmload.plugin import server_hooks
-    from llmload.plugin.server_hooks import ServerHooks
+    from llmload.plugin.run import server_hooks
+    from llmload.plugin.run.server_hooks import ServerHooks
     from llmload.transport.connection import ClientOptions
 
     failed = HookCall("reset_cache", "POST", "/reset_prefix_cache", 1700000000.0, 0.01, 404, "POST "

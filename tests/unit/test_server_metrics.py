@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from llmload.mock.fixed_engine import FixedEngine
-from llmload.mock.prometheus import render_metrics
+from llmload.mock.engine.fixed_engine import FixedEngine
+from llmload.mock.telemetry.prometheus import render_metrics
 from llmload.server_metrics import (
     ENGINES,
     MAX_EXPOSITION_BYTES,
@@ -24,9 +24,8 @@ from llmload.server_metrics import (
     snapshot,
     token_rate_warning,
 )
+from llmload.server_metrics.step_stats import StepServerStats, aggregate_step
 from llmload.server_metrics.window import (
-    StepServerStats,
-    aggregate_step,
     counter_increase,
     counter_rate,
     gauge_stats,
@@ -400,7 +399,9 @@ def test_kv_cache_verdict_from_preemptions_alone_and_from_a_full_cache_with_a_qu
     full = StepServerStats(0, 10, kv_usage_max=0.99, kv_usage_mean=0.97, waiting_mean=2.0, preemptions=0)
     assert server_verdict(full).limited_by == "kv_cache"
     full_no_queue = StepServerStats(0, 10, kv_usage_max=0.99, kv_usage_mean=0.97, waiting_mean=0.0, preemptions=0)
-    assert server_verdict(full_no_queue).limited_by == "compute"
+    v = server_verdict(full_no_queue)  # nobody waits for the full cache yet: which way it goes needs another step
+    assert v.limited_by == "not_enough_evidence" and "memory is at its edge" in v.reason
+    assert "a step with more users would show whether new requests then wait for KV memory" in v.reason
 
 
 @pytest.mark.parametrize(("engine", "words"), [
@@ -434,11 +435,36 @@ def test_compute_verdict_compares_tpot_with_the_baseline_step():
     # without client rows the server's ITL is compared, never mixed with the client's TPOT
     v = server_verdict(heavy, baseline=light)
     assert "server ITL p50 rose 2.1× (19 → 40 ms)" in v.reason
-    v = server_verdict(heavy, client={"tpot_ms": {"p50": 42.0}}, baseline=light)
-    assert v.reason.endswith("TPOT p50 42 ms with 28.0 requests running")
+    v = server_verdict(heavy, client={"tpot_ms": {"p50": 42.0}}, baseline=light)  # no TPOT at the lighter step
+    assert v.limited_by == "not_enough_evidence"
+    assert "neither the client's TPOT nor the server's ITL was measured at both steps" in v.reason
     flat = server_verdict(heavy, client={"tpot_ms": {"p50": 21.0}}, baseline=light,
                           baseline_client={"tpot_ms": {"p50": 20.0}})
-    assert "TPOT p50 moved only 1.1×" in flat.reason
+    assert flat.limited_by == "not_saturated"
+    assert flat.reason == ("not saturated: the queue stayed short (0.1 waiting on average, under the 2.8 that counts "
+                           "as a queue) and KV cache at most 42 %; TPOT p50 moved only 1.1× (20 → 21 ms) while the "
+                           "running batch went from 4.0 to 28.0 — no resource is near its limit: the server has room "
+                           "for more load")
+
+
+def test_one_step_or_an_unchanged_batch_is_not_enough_evidence_for_compute():
+    """The real-vLLM run of 8 users that said "compute ... TPOT moved only 1.0× (84 → 84 ms) while the running
+    batch went from 5.2 to 5.2": one step is its own baseline, and proves nothing."""
+    step = StepServerStats(0, 30, kv_usage_max=0.04, waiting_mean=0.0, running_mean=5.2, itl_ms={"p50": 84.0})
+    client = {"tpot_ms": {"p50": 84.0}}
+    for baseline, baseline_client in ((None, None), (step, client)):
+        v = server_verdict(step, client=client, baseline=baseline, baseline_client=baseline_client)
+        assert v.limited_by == "not_enough_evidence", v
+        assert v.reason == ("not enough evidence: no request waited and KV cache at most 4 %; TPOT p50 84 ms with "
+                            "5.2 requests running; with no lighter step to compare with, a busy GPU and a server with "
+                            "room look the same: another step with more users would separate them (its TPOT against "
+                            "this one's)")
+    # a lighter step whose batch was about as big: TPOT against it says nothing about a bigger batch
+    same = StepServerStats(40, 70, kv_usage_max=0.05, waiting_mean=0.0, running_mean=5.9, itl_ms={"p50": 90.0})
+    v = server_verdict(same, client={"tpot_ms": {"p50": 90.0}}, baseline=step, baseline_client=client)
+    assert v.limited_by == "not_enough_evidence"
+    assert "the running batch stayed at 5.2 → 5.9" in v.reason and "another step with more users" in v.reason
+    assert "compute" not in v.reason
 
 
 def test_unknown_verdict_without_server_metrics():
@@ -475,9 +501,9 @@ def test_neighbouring_steps_near_the_queue_edge_do_not_flip():
     sentence never says "no queue" while requests wait."""
     edge = StepServerStats(0, 30, kv_usage_max=0.4, waiting_mean=2.5, waiting_median=2.5, running_mean=28.0)
     alone = server_verdict(edge)
-    assert alone.limited_by == "compute"
+    assert alone.limited_by == "not_enough_evidence"
     assert "no queue" not in alone.reason and "2.5 waiting on average, under the 2.8" in alone.reason
     assert server_verdict(edge, previous="queueing").limited_by == "queueing"
-    assert server_verdict(edge, previous="compute").limited_by == "compute"
+    assert server_verdict(edge, previous="compute").limited_by == "not_enough_evidence"
     clear = StepServerStats(0, 30, kv_usage_max=0.4, waiting_mean=1.0, waiting_median=1.0, running_mean=28.0)
-    assert server_verdict(clear, previous="queueing").limited_by == "compute"  # well under: it does leave
+    assert server_verdict(clear, previous="queueing").limited_by == "not_enough_evidence"  # well under: it leaves

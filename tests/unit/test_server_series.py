@@ -28,7 +28,7 @@ from llmload.server_metrics.series import (
     parse_labels,
     snapshot_from_rows,
 )
-from llmload.server_metrics.window import StepServerStats
+from llmload.server_metrics.step_stats import StepServerStats
 from tests.support.metric_scrapes import ENGINE_NAMES, scrapes
 
 REAL_LLAMACPP = Path(__file__).parent.parent / "fixtures" / "real" / "llamacpp" / "metrics.response.http"
@@ -121,12 +121,12 @@ def test_a_lone_scrape_of_arrivals_is_not_a_queue():
     that lands there sees a burst of waiting requests that is no queue."""
     burst = StepServerStats(0.0, 4.0, kv_usage_max=0.1, running_mean=3.0, waiting_mean=1.0, waiting_median=0.0,
                             waiting_trend_per_s=1.5)
-    assert server_verdict(burst).limited_by == "compute"
+    assert server_verdict(burst).limited_by == "not_enough_evidence"  # not queueing; one step tells no more
     queue = StepServerStats(0.0, 4.0, kv_usage_max=0.1, running_mean=8.0, waiting_mean=4.0, waiting_median=4.0)
     assert server_verdict(queue).limited_by == "queueing"
     # a big batch always has a few requests waiting for the next step: not a queue
     big = StepServerStats(0.0, 10.0, kv_usage_max=0.2, running_mean=32.0, waiting_mean=0.8, waiting_median=1.0)
-    assert server_verdict(big).limited_by == "compute"
+    assert server_verdict(big).limited_by == "not_enough_evidence"
     growing = StepServerStats(0.0, 10.0, kv_usage_max=0.2, running_mean=32.0, waiting_mean=2.0,
                               waiting_median=2.0, waiting_trend_per_s=0.5)
     assert server_verdict(growing).limited_by == "queueing"

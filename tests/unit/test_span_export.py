@@ -9,8 +9,8 @@ import types
 import pytest
 
 from llmload.metrics.record import RequestMeta, RequestRecord
-from llmload.plugin.option_checks import ConfigError
-from llmload.plugin.span_export import check_span_options, otlp_headers, span_attributes, traces_url
+from llmload.plugin.options.option_checks import ConfigError
+from llmload.plugin.output.span_export import check_span_options, otlp_headers, span_attributes, traces_url
 
 
 def _rec(**kw) -> RequestRecord:
@@ -77,7 +77,7 @@ def test_without_the_otel_extra_the_endpoint_is_one_clear_error(monkeypatch):
 def test_a_span_carries_the_traceparents_ids_or_fresh_ones():
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from llmload.plugin.span_export import SpanExport
+    from llmload.plugin.output.span_export import SpanExport
 
     memory = InMemorySpanExporter()  # the real export path, span by span into memory: no network
     spans = SpanExport("http://127.0.0.1:4318", [], types.SimpleNamespace(run_id="r1"), span_exporter=memory)
@@ -102,8 +102,8 @@ def test_a_span_carries_the_traceparents_ids_or_fresh_ones():
 def test_a_collector_that_fails_is_left_alone_for_a_while_and_its_drops_are_counted(monkeypatch):
     from opentelemetry.sdk.trace.export import SpanExportResult
 
-    from llmload.plugin import span_sdk
-    from llmload.plugin.span_sdk import GuardedExporter
+    from llmload.plugin.output import span_sdk
+    from llmload.plugin.output.span_sdk import GuardedExporter
 
     answers, calls = [SpanExportResult.FAILURE, SpanExportResult.SUCCESS], []
 
@@ -126,7 +126,7 @@ def test_a_collector_that_fails_is_left_alone_for_a_while_and_its_drops_are_coun
 def test_each_step_of_a_rag_pipeline_and_each_whole_body_workload_names_its_own_operation():
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from llmload.plugin.span_export import SpanExport
+    from llmload.plugin.output.span_export import SpanExport
 
     memory = InMemorySpanExporter()
     spans = SpanExport("http://127.0.0.1:4318", [], types.SimpleNamespace(run_id="r1"), span_exporter=memory)

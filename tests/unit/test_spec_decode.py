@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from llmload.mock.engine import BatchingEngine, EngineParams, EngineRequest
-from llmload.mock.metrics_state import EngineStats
-from llmload.mock.prometheus import render_metrics
-from llmload.mock.spec_decode import SpecDecode
+from llmload.mock.engine.batching_engine import BatchingEngine, EngineParams, EngineRequest
+from llmload.mock.engine.metrics_state import EngineStats
+from llmload.mock.engine.spec_decode import SpecDecode
+from llmload.mock.telemetry.prometheus import render_metrics
 from llmload.server_metrics import aggregate_step, parse_exposition, snapshot
 
 pytestmark = pytest.mark.unit

@@ -42,6 +42,32 @@ MAY_IMPORT: dict[str, set[str]] = {
             "sweep", "__init__"},
     "__init__": set(),
 }
+# The rooms inside the two big packages, and what each may import of its package's other rooms
+# (each room's ``__init__`` docstring says the same). ``""`` is the package's own top-level modules:
+# plugin.wiring (the composition root), the mock's server, options, launch and profiles.
+ROOM_MAY_IMPORT: dict[str, dict[str, set[str]]] = {
+    "plugin": {
+        "options": {"users"},  # option_checks holds users.backoff's BackoffPolicy
+        "output": {"options"},
+        "run": {"options", "output"},
+        "cluster": {"options", "run", "output"},
+        "web": {"options", "run", "output", "cluster"},
+        "users": {"options", "run", "output", "cluster", ""},
+        "": {"options", "run", "output", "cluster", "web", "users"},
+    },
+    "mock": {
+        "api": set(),
+        "engine": set(),
+        "telemetry": {"engine"},
+        "front": {"api", "engine", "telemetry"},
+        "": {"api", "engine", "telemetry", "front"},
+    },
+}
+# Rooms that read finished records and rows, never a user: the web UI and the exporters.
+NO_USERS = {"plugin.web", "plugin.output"}
+# The mock's HTTP layer, of which its engine imports nothing.
+MOCK_HTTP = {"mock.api", "mock.front", "mock"}
+MAX_PY_FILES_PER_FOLDER = 15
 # Imported by pure code never: what would tie it to a process, a loop or a plotting stack.
 HEAVY = {"locust", "gevent", "greenlet", "pandas", "matplotlib", "zmq"}
 
@@ -62,6 +88,15 @@ def package_of(module: str) -> str:
     if len(parts) == 1:
         return "__init__"
     return parts[1]
+
+
+def room_of(module: str) -> str:
+    """``plugin.users`` for ``llmload.plugin.users.llm_user``; ``plugin`` for ``llmload.plugin.wiring``."""
+    parts = module.split(".")
+    if len(parts) > 2 and parts[1] in ROOM_MAY_IMPORT:
+        sub = ROOM_MAY_IMPORT[parts[1]]
+        return f"{parts[1]}.{parts[2]}" if parts[2] in sub and parts[2] != "" else parts[1]
+    return package_of(module)
 
 
 def all_imports(name: str, path: str, known: set[str]) -> tuple[set[str], set[str]]:
@@ -123,10 +158,54 @@ def test_at_most_four_modules_at_the_top_level():
 
 def test_package_arrows_point_down():
     g = graph()
-    assert "llmload.plugin.config" in g["llmload.plugin.users"]  # the walk sees imports at all
+    assert "llmload.plugin.run.config" in g["llmload.plugin.users.llm_user"]  # the walk sees imports at all
     wrong = sorted(f"{a} -> {b}" for a, bs in g.items() for b in bs
                    if package_of(a) != package_of(b) and package_of(b) not in MAY_IMPORT[package_of(a)])
     assert not wrong, "imports against the package arrows:\n" + "\n".join(wrong)
+
+
+def test_room_arrows_inside_plugin_and_mock():
+    g = graph()
+    rooms = {r for r in map(room_of, g) if "." in r}
+    for name, path in modules().items():  # every room is a package whose __init__ says what it may import
+        if "." in room_of(name) and path.endswith("__init__.py"):
+            with open(path, encoding="utf-8") as f:
+                assert "May import" in (ast.get_docstring(ast.parse(f.read())) or ""), f"{name}: no 'May import'"
+    assert rooms == {f"{p}.{r}" for p, sub in ROOM_MAY_IMPORT.items() for r in sub if r}, rooms
+    wrong = []
+    for a, bs in g.items():
+        for b in bs:
+            ra, rb = room_of(a), room_of(b)
+            pkg = package_of(a)
+            if pkg not in ROOM_MAY_IMPORT or package_of(b) != pkg or ra == rb:
+                continue
+            own = ra.partition(".")[2]
+            if rb.partition(".")[2] not in ROOM_MAY_IMPORT[pkg][own]:
+                wrong.append(f"{a} -> {b}")
+    assert not wrong, "imports against the room arrows:\n" + "\n".join(sorted(wrong))
+
+
+def test_the_web_ui_and_the_exporters_import_nothing_of_the_users():
+    g = graph()
+    wrong = sorted(f"{a} -> {b}" for a, bs in g.items() if room_of(a) in NO_USERS for b in bs
+                   if room_of(b) == "plugin.users" or b in ("llmload.plugin.wiring", "llmload.plugin"))
+    assert not wrong, wrong
+
+
+def test_the_mock_engine_imports_nothing_of_its_http_layer():
+    g = graph()
+    wrong = sorted(f"{a} -> {b}" for a, bs in g.items() if room_of(a) == "mock.engine" for b in bs
+                   if room_of(b) in MOCK_HTTP)
+    assert not wrong, wrong
+
+
+def test_no_folder_holds_more_than_15_modules():
+    wide = {}
+    for base, _dirs, files in os.walk(PACKAGE):
+        n = sum(f.endswith(".py") for f in files)
+        if n > MAX_PY_FILES_PER_FOLDER:
+            wide[os.path.relpath(base, ROOT)] = n
+    assert not wide, f"folders over {MAX_PY_FILES_PER_FOLDER} .py files: {wide}"
 
 
 def test_the_client_imports_nothing_of_the_mock():
@@ -150,7 +229,7 @@ def test_pure_packages_and_the_report_load_no_locust_or_gevent():
 
 
 def test_locust_processes_load_neither_pandas_nor_the_report():
-    code = ("import sys\nimport llmload.plugin.wiring, llmload.plugin.users, llmload.shapes.load_shapes\n"
+    code = ("import sys\nimport llmload.plugin.wiring, llmload.plugin.users.llm_user, llmload.shapes.load_shapes\n"
             "print(sorted(m for m in sys.modules if m == 'pandas' or m.startswith('llmload.report')"
             " or m == 'matplotlib' or m.startswith('llmload.mock')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
@@ -189,7 +268,7 @@ def test_no_module_takes_the_plugin():
     a narrow part: a role, RunFiles, a LiveView, a ShapeControl."""
     g = graph()
     takers = sorted(a for a, bs in g.items() if "llmload.plugin.wiring" in bs)
-    assert takers == ["llmload.plugin.users"], takers
+    assert takers == ["llmload.plugin.users.llm_user"], takers
     reach = []
     for name, path in modules().items():
         if name == "llmload.plugin.wiring":

@@ -14,15 +14,15 @@ from llmload.metrics.agent_tasks import TaskRecord, TaskStats, TaskTracker, outc
 from llmload.metrics.record import RequestMeta, RequestRecord, StreamAccumulator
 from llmload.metrics.slo import parse_slo, task_limit_s
 from llmload.metrics.stats import LLMStats, ScenarioStats
-from llmload.mock.openai_api import parse_body
-from llmload.plugin.end_of_run import format_summary
-from llmload.report.traffic import task_stats, task_table
+from llmload.mock.api.openai_api import parse_body
+from llmload.plugin.output.end_of_run import format_summary
+from llmload.report.sections.traffic import task_stats, task_table
 from llmload.wire.chunks import classify, classify_event
 from llmload.wire.tool_calls import assemble
-from llmload.workload.agent import AgentWorkload, prompt_words, synthetic_tools
 from llmload.workload.file.scenario import ScenarioError, parse_scenario
 from llmload.workload.file.spec import TraceSpec
 from llmload.workload.images import ImageSet
+from llmload.workload.tasks.agent import AgentWorkload, prompt_words, synthetic_tools
 from llmload.workload.text import TextSource
 from llmload.workload.trace.read import TraceRequest
 from llmload.workload.trace.replay import SelectedTrace, TraceSchedule, TraceWorkload, selected_trace

@@ -12,8 +12,8 @@ from llmload.files import COL, WARMUP_PHASE
 from llmload.metrics.record import RequestMeta, RequestRecord
 from llmload.metrics.slo import SLO
 from llmload.metrics.stats import LLMStats
-from llmload.plugin.end_of_run import end_of_run_text
-from llmload.plugin.live import LiveHistory, LiveWindow
+from llmload.plugin.output.end_of_run import end_of_run_text
+from llmload.plugin.output.live import LiveHistory, LiveWindow
 from llmload.report import ReportOptions, build_report, parse_slo
 from llmload.shapes.load_shapes import StepLoadShape
 from llmload.shapes.search import StepSample

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from llmload.plugin.web_form import FormGuard
+from llmload.plugin.options.web_form import FormGuard
 
 
 def test_file_and_hidden_options_go_back_to_their_launch_values():
@@ -30,8 +30,8 @@ def test_a_scenario_path_from_the_form_is_refused_but_a_name_is_not():
 def test_the_form_shows_the_grouped_fields_and_nothing_that_names_a_file():
     from locust.argument_parser import LocustArgumentParser
 
-    from llmload.plugin.options import FORM, add_arguments, form_dests
-    from llmload.plugin.web_form import FILE_OPTIONS
+    from llmload.plugin.options.flags import FORM, add_arguments, form_dests
+    from llmload.plugin.options.web_form import FILE_OPTIONS
 
     parser = LocustArgumentParser()
     add_arguments(parser)

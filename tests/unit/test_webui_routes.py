@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from flask import Flask, jsonify
 
-from llmload.plugin.webui import install
+from llmload.plugin.web.webui import install
 
 
 class View:
@@ -111,7 +111,7 @@ def test_llmload_metrics_is_behind_the_web_uis_auth_and_counts_the_rows():
 
 
 def test_two_llm_tabs_and_the_dashboards_files_from_the_package():
-    from llmload.plugin import llm_tab
+    from llmload.plugin.web import llm_tab
 
     app = Flask("t")
     web_ui = SimpleNamespace(app=app, template_args={}, auth_required_if_enabled=lambda f: f)
@@ -137,11 +137,11 @@ def test_every_static_file_is_package_data():
     import os
     import tomllib
 
-    from llmload.plugin.webui import STATIC
+    from llmload.plugin.web.webui import STATIC
     from tests.support.processes import ROOT
 
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
-        patterns = tomllib.load(f)["tool"]["setuptools"]["package-data"]["llmload.plugin"]
+        patterns = tomllib.load(f)["tool"]["setuptools"]["package-data"]["llmload.plugin.web"]
     plugin = os.path.dirname(STATIC)
     found = [os.path.relpath(os.path.join(d, n), plugin) for d, _, names in os.walk(STATIC) for n in names]
     assert {"static/dashboard.html", "static/dashboard.js", "static/vendor/uPlot.iife.min.js",

@@ -8,14 +8,14 @@ import os
 import pytest
 from locust.rpc import Message
 
-from llmload.plugin.shipped_options import (
+from llmload.plugin.options.shipped_options import (
     for_workers,
     own_host,
     own_or_master,
     send_without_secrets,
     spawn_for_workers,
 )
-from llmload.plugin.worker_guard import WorkerGuard
+from llmload.plugin.run.worker_guard import WorkerGuard
 
 MASTER = {"header": ["Authorization: Bearer sk-lit-1234", "X-Api-Key: k-5678", "X-Team: blue",
                      "X-Tenant-Token: env:TENANT"],

@@ -267,7 +267,7 @@ def test_users_from_scenario_makes_weighted_classes():
     import sys
 
     # In a child: importing Locust monkey-patches the whole process.
-    code = ("from llmload.plugin.users import users_from_scenario, integer_weights\n"
+    code = ("from llmload.plugin.users.llm_user import users_from_scenario, integer_weights\n"
             "c = users_from_scenario('scenarios/mixed.yaml')\n"
             "print({n: k.weight for n, k in c.items()}, c['RagUser'].workload, c['RagUser'].abstract,\n"
             "      integer_weights([0.5, 1.25, 2]))")

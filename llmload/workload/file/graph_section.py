@@ -1,4 +1,4 @@
-"""``session: {kind: graph, ...}``: agent sessions as call graphs (:mod:`llmload.workload.call_graph`).
+"""``session: {kind: graph, ...}``: agent sessions as call graphs (:mod:`llmload.workload.tasks.call_graph`).
 
 Either a ``calls:`` list (the same graph every session)::
 
@@ -23,10 +23,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmload.workload.call_graph import CONTEXTS, PRESETS, CallTemplate, GraphError, GraphSpec, PresetSpec, check_graph
-from llmload.workload.call_graph import GraphCall as _Call
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
 from llmload.workload.file.yaml_lines import Ctx, choice, keys, number, whole
+from llmload.workload.tasks.call_graph import (
+    CONTEXTS,
+    PRESETS,
+    CallTemplate,
+    GraphError,
+    GraphSpec,
+    PresetSpec,
+    check_graph,
+)
+from llmload.workload.tasks.call_graph import GraphCall as _Call
 
 GRAPH_KEYS = {"kind", "calls", "preset", "think_time_s", "affinity_header", "system_tokens", "shared_context_tokens",
               "task_tokens", "turns", "tool_result_tokens", "tool_latency_s", "output_tokens", "fanout_p",

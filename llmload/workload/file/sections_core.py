@@ -17,7 +17,6 @@ from typing import Any
 from llmload.metrics.slo import SLO, parse_slo
 from llmload.wire.protocol import BODY_ENDPOINTS, ENDPOINTS, ENV_PREFIX, parse_header
 from llmload.wire.redact import is_secret_name
-from llmload.workload.call_graph import GraphSpec
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
 from llmload.workload.file.body_section import BODY_KEYS, fitting_defaults, parse_body
 from llmload.workload.file.graph_section import parse_graph
@@ -31,6 +30,7 @@ from llmload.workload.file.sections_production import (
 )
 from llmload.workload.file.spec import AgentSpec, ArrivalSpec, DatasetSpec, PrefixGroup, SessionSpec, WorkloadSpec
 from llmload.workload.file.yaml_lines import MAX_PREFIXES, MAX_TOKENS, Ctx, choice, file_section, keys, number, whole
+from llmload.workload.tasks.call_graph import GraphSpec
 
 BLOCK = 16  # tokens per KV-cache block (vLLM's default): a prefix is cached in whole blocks
 WORKLOAD_KEYS = {"weight", "endpoint", "model", "system_prompt", "sampling", "extra", "ignore_eos", "input_tokens",

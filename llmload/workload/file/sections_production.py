@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from llmload.workload.agent import synthetic_tools
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
 from llmload.workload.file.spec import AgentSpec, ImagesSpec, TraceSpec
 from llmload.workload.file.yaml_lines import Ctx, choice, file_section, keys, number, whole
+from llmload.workload.tasks.agent import synthetic_tools
 from llmload.workload.trace.read import FORMATS as TRACE_FORMATS
 
 TRACE_KEYS = {"path", "format", "time_scale", "start", "duration", "limit", "loop", "models", "log_types",

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmload.metrics.slo import SLO
-from llmload.workload.call_graph import GraphSpec
 from llmload.workload.distributions import Distribution
 from llmload.workload.model_mix import ModelMix
+from llmload.workload.tasks.call_graph import GraphSpec
 
 
 class ScenarioError(ValueError):

@@ -40,7 +40,7 @@ class TraceRequest:
     session_id: str = ""
     prefix_id: str = ""
     graph: Any = None
-    """An agentic trace's session (a :class:`~llmload.workload.call_graph.CallGraph`): ``t`` is its
+    """An agentic trace's session (a :class:`~llmload.workload.tasks.call_graph.CallGraph`): ``t`` is its
     start, the calls run by their dependencies and recorded gaps (:mod:`.graph_trace`)."""
 
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from llmload.workload.call_graph import GraphCall, GraphError, check_graph
+from llmload.workload.tasks.call_graph import GraphCall, GraphError, check_graph
 from llmload.workload.trace.formats import TraceError, TraceRequest
 
 GRAPH_FORMATS = ("weka", "otel", "sglang")

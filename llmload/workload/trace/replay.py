@@ -30,9 +30,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmload.workload.agent import message_words
 from llmload.workload.file.spec import TraceSpec
 from llmload.workload.request import LLMRequest
+from llmload.workload.tasks.agent import message_words
 from llmload.workload.text import TextSource
 from llmload.workload.trace.hash_blocks import prompt_from_hash_ids
 from llmload.workload.trace.read import TraceRequest, load_trace, select, split_for_worker
@@ -198,7 +198,7 @@ class TraceWorkload:
 
     def call_request(self, call: Any, results: dict[str, Any], session_id: str, turn: int) -> LLMRequest:
         """The request of one call of an agentic trace's session (``entry.graph``), its parents'
-        results (:class:`~llmload.workload.graph_session.CallResult`) at hand: the recorded messages
+        results (:class:`~llmload.workload.tasks.graph_session.CallResult`) at hand: the recorded messages
         (after the first parent's prompt and live reply, for a ``parent`` call; an ancestor's
         recorded reply replaced by its live one where ``replies`` says), or a prompt of
         ``input_tokens`` words from the call's ``hash_ids`` blocks."""

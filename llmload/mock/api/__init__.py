@@ -1,0 +1,7 @@
+"""What each endpoint of the mock accepts and answers, one module per endpoint family: the OpenAI
+chat and completions shapes (``openai_api``), Responses (``responses_api``), Messages (``messages_api``),
+embeddings (``embeddings_api``), rerank and score (``rerank_api``), audio transcriptions
+(``audio_api``), the admin calls (``admin_api``) and structured replies (``structured``).
+
+May import, of the mock: nothing (it stands on ``wire``); ``front`` and the server import it.
+"""
