@@ -77,12 +77,14 @@ class SSEDecoder:
     def _keep(self, piece: bytes) -> None:
         self._partial.append(piece)
         self._partial_len += len(piece)
-        if self._partial_len > self.max_bytes:
+        if self._partial_len > self.max_bytes + 1:  # + 1: its end may be a CRLF whose CR came first
             self._partial = []
             self._partial_len = 0
             raise SSEError(f"SSE line over {self.max_bytes} bytes without an end")
 
     def _line(self, line: bytes, out: list) -> None:
+        if len(line) > self.max_bytes:  # any field: the same verdict as for a line still without its end
+            raise SSEError(f"SSE line over {self.max_bytes} bytes")
         if not line:
             data = self._data
             if data:

@@ -90,7 +90,7 @@ def _sse(data: bytes, at: list[int], max_bytes: int) -> list | str:
     try:
         for piece in pieces(data, at):
             out.extend(d.feed(piece))
-            assert d._partial_len <= max_bytes and d._data_len <= max_bytes, (d._partial_len, d._data_len)
+            assert d._partial_len <= max_bytes + 1 and d._data_len <= max_bytes, (d._partial_len, d._data_len)
         out.extend(d.flush())
     except SSEError:
         return "SSEError"
@@ -98,7 +98,10 @@ def _sse(data: bytes, at: list[int], max_bytes: int) -> list | str:
 
 
 @prop("sse: split anywhere, same events; only SSEError; bounded",
-      st.tuples(with_cuts(_sse_input), st.sampled_from((64, 1 << 20))))
+      st.tuples(with_cuts(_sse_input), st.sampled_from((64, 1 << 20))), examples=(
+          ((b'\x00ata: {"choices":[{"finish_reason":null,"index":0,"delta":{"role\r"', [65]), 64),
+          ((b'\x00ata: {"choices":[{"finish_rea\rson":null,"index":0,"delta":{"role', [31]), 64),
+          ((b"x" * 64 + b"\r\n", [65]), 64), ((b"data: " + b"x" * 58 + b"\n\n", [30]), 64)))
 def sse_split(args) -> None:
     (data, at), max_bytes = args
     whole, split = _sse(data, [], max_bytes), _sse(data, at, max_bytes)
