@@ -61,9 +61,10 @@ def main() -> int:
             try:
                 settings(max_examples=BATCH)(given(p.strategy)(counting(p, counts)))()
             except Exception as e:  # a falsified property: record it and go on with the others
-                text = "".join(traceback.format_exception_only(type(e), e)).strip()
-                failures[p.name].append(text[-3000:])
-                print(f"FAILED {p.name}:\n{text[-3000:]}\n", flush=True)
+                text = "".join(traceback.format_exception(e)).strip()
+                text = text if len(text) < 6000 else text[:3000] + "\n[...]\n" + text[-3000:]  # the error and the input
+                failures[p.name].append(text)
+                print(f"FAILED {p.name}:\n{text}\n", flush=True)
     print(f"\n{rounds} rounds; examples run per property:")
     for name, n in sorted(counts.items(), key=lambda kv: -kv[1]):
         mark = f"  FAILED x{len(failures[name])}" if failures[name] else ""

@@ -425,7 +425,9 @@ _GRAPH = {"weka": read_weka, "otel": read_otel, "sglang": read_sglang}
 
 @prop("agentic trace readers (Weka, OTel spans, SGLang): only TraceError",
       st.sampled_from(("weka", "otel", "sglang")).flatmap(
-          lambda f: st.tuples(st.just(f), st.sampled_from(corpus.session_objects(f)).flatmap(mutated_json))))
+          lambda f: st.tuples(st.just(f), st.sampled_from(corpus.session_objects(f)).flatmap(mutated_json))),
+      examples=(("otel", {"spans": [{"name": "chat gpt-4", "start_time": "2026-02-25T10:00:00.000000Z",
+                                    "attributes": 1}]}),))
 def graph_traces(args) -> None:
     fmt, obj = args
     if not isinstance(obj, dict):
