@@ -65,8 +65,8 @@ def one_run(out: str, workers: int, rate: float, seconds: float, memory: bool) -
     master = subprocess.Popen(
         [*pinned(0), sys.executable, "-m", "locust", "-f", CHAT, "--master", "--master-bind-host", "127.0.0.1",
          "--master-bind-port", str(port), "--expect-workers", str(workers), "--headless", "-u", str(workers), "-r",
-         str(workers), "-t", f"{int(seconds + 4)}s", "--host", "http://127.0.0.1:9", "--no-server-metrics",
-         "--csv", os.path.join(out, "run"), "--stop-timeout", "5", "--exit-code-on-error", "0"],
+         str(workers), "-t", f"{int(seconds + 4)}s", "--host", "http://127.0.0.1:9", "--preflight", "off",
+         "--no-server-metrics", "--csv", os.path.join(out, "run"), "--stop-timeout", "5", "--exit-code-on-error", "0"],
         cwd=out, env=ENV, stdout=log(os.path.join(out, "master.out")), stderr=log(os.path.join(out, "master.err")))
     peers = [subprocess.Popen([*pinned(1), sys.executable, "-m", "tests.support.zmq_peer", "--port", str(port),
                                "--mode", "light", "--rate", str(rate / workers), "--seconds", str(seconds), "--out",
