@@ -27,12 +27,12 @@ os.environ["LLMLOAD_ARCHIVE"] = os.path.join(tempfile.gettempdir(), f"llmload-te
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """Each test gets the marker of its folder: ``unit`` (pure, fast), ``e2e`` (real processes
-    and sockets against the mock), ``real`` (llama.cpp, Chromium, network namespaces); the tests
-    that need llama-server go last."""
+    """Each test gets the marker of its folder: ``unit`` (pure, fast), ``fuzz`` (the parsers'
+    properties, Hypothesis), ``e2e`` (real processes and sockets against the mock), ``real``
+    (llama.cpp, Chromium, network namespaces); the tests that need llama-server go last."""
     for item in items:
         part = os.path.relpath(str(item.path), TESTS).split(os.sep)[0]
-        if part in ("unit", "e2e", "real"):
+        if part in ("unit", "e2e", "real", "fuzz"):
             item.add_marker(getattr(pytest.mark, part))
     # the llama.cpp tests last: `make test` builds llama-server beside the others (see the Makefile)
     items.sort(key=lambda item: bool(LLAMA_FIXTURES.intersection(getattr(item, "fixturenames", ()))))

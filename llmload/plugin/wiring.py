@@ -44,7 +44,7 @@ from llmload.metrics.record import CANCELLED, OK, RequestRecord
 from llmload.metrics.slo import task_limit_s
 from llmload.metrics.stats import LLMStats
 from llmload.plugin.cluster import messages
-from llmload.plugin.cluster.roles import make_role
+from llmload.plugin.cluster.role_for import make_role
 from llmload.plugin.options.flags import add_arguments, option
 from llmload.plugin.output.live import LiveHistory, LiveWindow
 from llmload.plugin.output.run_files import RunFiles

@@ -37,6 +37,7 @@ from llmload.wire.chunks import (
     CHAT_CONTENT,
     DELTA_KEY,
     ERROR_KEY,
+    FINISH_KEY,
     FINISH_NULL,
     PLAIN,
     USAGE_OBJECT,
@@ -213,8 +214,8 @@ class ResponseStream:
             # Deliberately inlined and ugly (≈3x cheaper than the general path below, which gives
             # the same answer): the read is exactly one HTTP chunk holding exactly one single-line
             # SSE event whose data is a plain content delta (chunks.is_plain's test, on the bytes
-            # of the read: one "delta", non-empty content, "finish_reason":null, no usage object,
-            # no "error"). A size line with an extension makes int() fail: the general path reads it.
+            # of the read: one "delta", non-empty content, one "finish_reason" and it null, no usage
+            # object, no "error"). A size line with an extension makes int() fail: the general path reads it.
             i = data.find(b"\r\n")
             n = len(data)
             if 0 < i <= 8 and data.startswith(b"data: ", i + 2) and data.find(b"\n", i + 2) == n - 4:
@@ -224,7 +225,8 @@ class ResponseStream:
                 except ValueError:
                     size = -1
                 if (size == n - i - 4 and j > 0 and data[j + _CONTENT_LEN] != 34 and data.rfind(DELTA_KEY) == j
-                        and FINISH_NULL in data and USAGE_OBJECT not in data and ERROR_KEY not in data):
+                        and FINISH_NULL in data and USAGE_OBJECT not in data and ERROR_KEY not in data
+                        and data.count(FINISH_KEY) == 1):
                     acc = self.acc
                     acc.times.append(now)
                     acc.last_event = now

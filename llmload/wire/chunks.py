@@ -11,8 +11,8 @@ reason and usage, ``message_stop``) map onto one :class:`Chunk`.
 (no ``json.loads``): that is most chunks of every stream, and skipping the parse saves ~17 % of the
 client's CPU per token (docs/architecture.md#the-hot-path). The byte test is structural: quotes inside JSON
 strings are escaped, so a key such as ``"usage":{`` can only match a key. It requires one choice
-(one ``"delta"``), non-empty content, ``"finish_reason":null``, no usage object, no ``"error"`` and
-a closing ``}``; anything else is parsed. A broken event that still has every marker and ends in
+(one ``"delta"``), non-empty content, one ``"finish_reason"`` and it null, no usage object, no
+``"error"`` and a closing ``}``; anything else is parsed. A broken event that still has every marker and ends in
 ``}`` would pass as content.
 
 Every count taken from a server (``usage``'s prompt, completion and cached tokens, in the chat
@@ -67,6 +67,7 @@ IGNORED = Chunk()
 CHAT_CONTENT = b'"delta":{"content":"'
 DELTA_KEY = b'"delta"'
 FINISH_NULL = b'"finish_reason":null'
+FINISH_KEY = b'"finish_reason"'
 USAGE_OBJECT = b'"usage":{'
 ERROR_KEY = b'"error"'
 _CONTENT_LEN = len(CHAT_CONTENT)
@@ -90,9 +91,12 @@ def is_plain(p: bytes) -> bool:
     if j < 0:
         # completions: one choice with non-empty "text" and no delta
         return (p[-1:] == b"}" and FINISH_NULL in p and _TEXT in p and _TEXT_EMPTY not in p
-                and DELTA_KEY not in p and p.count(_TEXT) == 1 and USAGE_OBJECT not in p and ERROR_KEY not in p)
+                and DELTA_KEY not in p and p.count(_TEXT) == 1 and USAGE_OBJECT not in p and ERROR_KEY not in p
+                and p.count(FINISH_KEY) == 1)
+    # one finish_reason, the null one: a second choice that only finishes (no delta, no text) is not lost
     return (p[j + _CONTENT_LEN:j + _CONTENT_LEN + 1] not in (b'"', b"") and p.rfind(DELTA_KEY) == j
-            and p[-1:] == b"}" and FINISH_NULL in p and USAGE_OBJECT not in p and ERROR_KEY not in p)
+            and p[-1:] == b"}" and FINISH_NULL in p and USAGE_OBJECT not in p and ERROR_KEY not in p
+            and p.count(FINISH_KEY) == 1)
 
 
 def classify(payload: bytes, want_text: bool = False) -> Chunk:

@@ -39,8 +39,11 @@ class ResponseHead:
         value = self.headers.get("content-length")
         if value is None or self.chunked:
             return None
+        # Repeated headers are joined with ", ": the same length twice ("5, 5", a proxy that added its own)
+        # is that length (RFC 9112 6.3); two different ones are an error
+        values = {v.strip() for v in value.split(",")}
         try:
-            n = int(value)
+            n = int(values.pop()) if len(values) == 1 else -1
         except ValueError:
             raise HTTPError(f"bad Content-Length {value!r}") from None
         if n < 0:
@@ -57,6 +60,7 @@ class ResponseHead:
 
 HEAD_END = b"\r\n\r\n"
 MAX_HEAD = 64 * 1024
+MAX_LINE = 4096  # a chunk size line (with its extensions) or a trailer line
 
 
 def parse_head(raw: bytes) -> ResponseHead:
@@ -172,9 +176,9 @@ class BodyDecoder:
                 self._state = self._SIZE
             else:  # _SIZE or _TRAILER: line-based
                 eol = buf.find(b"\r\n", pos)
+                if (eol if eol >= 0 else n) - pos > MAX_LINE:  # the same verdict however the line was split
+                    raise HTTPError("chunk size line too long")
                 if eol < 0:
-                    if n - pos > 4096:
-                        raise HTTPError("chunk size line too long")
                     break
                 line = buf[pos:eol]
                 pos = eol + 2

@@ -54,12 +54,14 @@ class Inflater:
         limit = 2 * self.max_bytes
         z = self._zlib
         read_total = 0
-        while data:
+        while data or not z.eof:
             try:
                 piece = z.decompress(data, SLICE)
             except zlib.error as e:
                 raise InflateError(f"cannot decode the {self.encoding} body: {e}") from None
             data = z.unconsumed_tail
+            if not piece and not data:
+                return  # all of this read is inflated (a full slice may leave more inside zlib: asked again)
             n = len(piece)
             read_total += n
             self.since_output += n

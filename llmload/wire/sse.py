@@ -39,12 +39,12 @@ class SSEDecoder:
         if (not self._partial and self._data is None and self._event is None and data[:6] == b"data: "
                 and data[-2:] == b"\n\n" and data.find(b"\n") == len(data) - 2 and b"\r" not in data
                 and len(data) > 8):
-            if len(data) > self.max_bytes:
-                raise SSEError(f"SSE event over {self.max_bytes} bytes")
+            if len(data) - 2 > self.max_bytes:  # its one line: the rule of _line, however the read was split
+                raise SSEError(f"SSE line over {self.max_bytes} bytes")
             return [data[6:-2]]
         first_nl = data.find(b"\n")
-        if first_nl < 0 and b"\r" not in data:
-            self._keep(data)
+        if first_nl < 0 and b"\r" not in data and not (self._partial and self._partial[-1][-1:] == b"\r"):
+            self._keep(data)  # (a kept CR followed by no LF ended its line: that is read below)
             return []
         if self._partial:
             self._partial.append(data)
@@ -77,12 +77,14 @@ class SSEDecoder:
     def _keep(self, piece: bytes) -> None:
         self._partial.append(piece)
         self._partial_len += len(piece)
-        if self._partial_len > self.max_bytes:
+        if self._partial_len > self.max_bytes + 1:  # + 1: its end may be a CRLF whose CR came first
             self._partial = []
             self._partial_len = 0
             raise SSEError(f"SSE line over {self.max_bytes} bytes without an end")
 
     def _line(self, line: bytes, out: list) -> None:
+        if len(line) > self.max_bytes:  # any field: the same verdict as for a line still without its end
+            raise SSEError(f"SSE line over {self.max_bytes} bytes")
         if not line:
             data = self._data
             if data:

@@ -14,6 +14,7 @@ from locust.event import Events
 
 from llmload.plugin.cluster import links
 from llmload.plugin.cluster.links import GONE_AFTER_SILENT_S, MISSING_GRACE_S, MasterLink
+from tests.support import payloads
 
 pytestmark = pytest.mark.unit
 
@@ -61,7 +62,7 @@ def master_link(workers: dict[str, str]) -> tuple[MasterLink, FakeRunner, FakeCl
 
 
 def final_from(runner: FakeRunner, client_id: str):
-    msg = SimpleNamespace(node_id=client_id, data={"final": True, "index": 1})
+    msg = SimpleNamespace(node_id=client_id, data=payloads.final(index=1))
     return lambda: runner.handlers["llmload_final"](environment=None, msg=msg)
 
 
@@ -129,16 +130,22 @@ def test_time_the_master_itself_was_not_running_is_not_a_workers_silence():
     assert link.finals == {"w1"} and link.lost() == []
 
 
-def test_a_final_whose_rows_cannot_be_taken_still_counts_as_the_workers_last_word():
+def test_a_final_whose_rows_cannot_be_taken_still_counts_as_the_workers_last_word(caplog):
+    written = []
+
     def ingest(client_id, payload):
-        raise ValueError("a bad row")
-    runner, clock = FakeRunner({"w1": "running"}), FakeClock()
+        if client_id == "w1":
+            raise ValueError("a bad row")
+        written.append(client_id)
+    runner, clock = FakeRunner({"w1": "running", "w2": "running"}), FakeClock()
     link = MasterLink(runner, ingest)
     link.clock, link.sleep = clock, clock.sleep
     link.start()
-    with pytest.raises(ValueError):  # Locust logs a handler's exception; the wait must not hang on it
-        final_from(runner, "w1")()
-    assert link.finals == {"w1"}
+    final_from(runner, "w1")()
+    final_from(runner, "w2")()
+    link.queue.flush()  # the writer logs a payload it cannot write; the wait must not hang on it
+    assert link.finals == {"w1", "w2"} and written == ["w2"]
+    assert "a payload of worker w1 could not be written" in caplog.text and "a bad row" in caplog.text
 
 
 def test_a_worker_whose_final_stats_fail_still_sends_its_rows_as_its_final():

@@ -17,7 +17,8 @@ from locust.event import Events
 from llmload.metrics.record import RequestMeta, RequestRecord
 from llmload.metrics.stats import LLMStats
 from llmload.plugin.cluster import messages
-from llmload.plugin.cluster.roles import LocalRole, MasterRole, WorkerRole
+from llmload.plugin.cluster.roles import LocalRole, MasterRole
+from llmload.plugin.cluster.worker_role import WorkerRole
 from llmload.plugin.output import prometheus_export
 from llmload.plugin.wiring import LLMLoadPlugin
 from tests.support.processes import ROOT
@@ -59,9 +60,10 @@ def test_a_local_role_loops_a_message_back_to_its_own_handler():
     role = LocalRole(parts_for(None))
     got = []
     role.handle(messages.TRACE_DONE, lambda data, node_id: got.append((data, node_id)))
-    role.send(messages.TRACE_DONE, messages.TRACE_DONE.payload(index=0))
+    done = messages.TRACE_DONE.payload(index=0, token="", version=messages.PROTOCOL_VERSION)
+    role.send(messages.TRACE_DONE, done)
     role.send(messages.RATE, messages.RATE.payload(rate=2.0))  # nobody handles it here: dropped
-    assert got == [({"index": 0}, "local")]
+    assert got == [(done, "local")]
     assert role.load_processes() == {"local"} and role.leads and role.generates_load
 
 
@@ -81,8 +83,9 @@ def test_the_master_broadcasts_to_workers_and_delivers_worker_messages_to_itself
     assert runner.sent == [("llmload_rate", {"rate": 5.0}, "w1"), ("llmload_rate", {"rate": 5.0}, "w2")]
     got = []
     role.handle(messages.TRACE_DONE, lambda data, node_id: got.append((data, node_id)))
-    role.send(messages.TRACE_DONE, messages.TRACE_DONE.payload(index=0))
-    assert got == [({"index": 0}, "master")] and len(runner.sent) == 2
+    done = messages.TRACE_DONE.payload(index=0, token="", version=messages.PROTOCOL_VERSION)
+    role.send(messages.TRACE_DONE, done)
+    assert got == [(done, "master")] and len(runner.sent) == 2
 
 
 def test_a_worker_sends_to_the_master_and_delivers_master_messages_to_itself():
@@ -90,8 +93,9 @@ def test_a_worker_sends_to_the_master_and_delivers_master_messages_to_itself():
     parts = parts_for(runner)
     parts.files = types.SimpleNamespace(master_prefix=None)
     role = WorkerRole(parts)
-    role.send(messages.TRACE_DONE, messages.TRACE_DONE.payload(index=3))
-    assert runner.sent == [("llmload_trace_done", {"index": 3}, None)]
+    done = messages.TRACE_DONE.payload(index=3, token="", version=messages.PROTOCOL_VERSION)
+    role.send(messages.TRACE_DONE, done)
+    assert runner.sent == [("llmload_trace_done", done, None)]
     handler, _ = runner.custom_messages["llmload_processes"]
     handler(environment=None, msg=types.SimpleNamespace(data=messages.PROCESSES.payload(
         n=4, csv="runs/x", run_id="r9", version=messages.PROTOCOL_VERSION), node_id="master"))
@@ -118,12 +122,13 @@ def test_the_master_refuses_a_worker_of_another_protocol_version_once(caplog):
 
 def test_every_llmload_string_in_the_plugin_is_a_declared_message_used_through_the_table():
     declared = {m.name for m in messages.TABLE}
-    assert len(declared) == len(messages.TABLE) == 12
+    assert len(declared) == len(messages.TABLE) == 13
     assert {m.direction for m in messages.TABLE} == {messages.WORKER_TO_MASTER, messages.MASTER_TO_WORKER}
     typed: dict[str, list[str]] = {}
-    for f in sorted(os.listdir(PLUGIN)):
-        if not f.endswith(".py"):
-            continue
+    sources = sorted(os.path.relpath(os.path.join(d, f), PLUGIN) for d, _, fs in os.walk(PLUGIN) for f in fs
+                     if f.endswith(".py"))  # every sub-package of the plugin
+    assert "cluster/messages.py" in sources and "cluster/links.py" in sources
+    for f in sources:
         with open(os.path.join(PLUGIN, f), encoding="utf-8") as src:
             tree = ast.parse(src.read())
         for node in ast.walk(tree):
@@ -132,12 +137,12 @@ def test_every_llmload_string_in_the_plugin_is_a_declared_message_used_through_t
                 typed.setdefault(node.value, []).append(f)
     undeclared = {s: fs for s, fs in typed.items() if s not in declared | NOT_MESSAGES}
     assert not undeclared, f"llmload_* strings not in messages.TABLE: {undeclared}"
-    elsewhere = {s: fs for s, fs in typed.items() if s in declared and fs != ["messages.py"]}
+    elsewhere = {s: fs for s, fs in typed.items() if s in declared and fs != ["cluster/messages.py"]}
     assert not elsewhere, f"message names typed outside messages.py (use the table): {elsewhere}"
 
 
 def test_a_payload_has_exactly_the_declared_fields():
-    assert messages.USERS.payload(t=1.0, n=2, token="") == {"t": 1.0, "n": 2, "token": ""}
+    assert messages.USERS.payload(t=1.0, n=2, token="", version=4) == {"t": 1.0, "n": 2, "token": "", "version": 4}
     with pytest.raises(ValueError, match="llmload_users: payload fields"):
         messages.USERS.payload(t=1.0, count=2)
 

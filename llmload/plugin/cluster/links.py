@@ -4,8 +4,14 @@ The messages and their fields are declared in :mod:`llmload.plugin.cluster.messa
 
 Workers send their rows in small messages (``llmload_rows``, ``ROWS_PER_MESSAGE`` at most, every
 ``ROWS_SHIP_S``: packing three seconds of rows at once held a worker's loop for ~5 ms at 1,024
-streams), put the rest with the stats and health into Locust's 3-second ``report_to_master``
-payload (key ``llmload``), and report their own user count on every change (``llmload_users``).
+streams), their stats and health every ``WORKER_REPORT_S`` (``llmload_report``; no longer inside
+Locust's own report, whose send gives up on a full queue and loses what it carries), and their own
+user count on every change (``llmload_users``). Every message goes through the worker's
+:class:`~llmload.plugin.cluster.outbox.Outbox` (kept until ZeroMQ takes it, never dropped).
+
+The master checks each message (:class:`~llmload.plugin.cluster.membership.Gate`) and only queues it: one
+greenlet writes the queue, fairly between workers (:class:`~llmload.plugin.cluster.ingest_queue.IngestQueue`),
+so the loop that answers heartbeats never waits on the CSV.
 
 Not losing rows at stop (docs/architecture.md#not-losing-rows-at-stop): after ``-t`` expires the master stops listening
 0.5 s after it tells workers to quit, while they may still be finishing streams. So the master, in
@@ -36,15 +42,14 @@ Faults (issue 15):
 
 Usage::
 
-    link = WorkerLink(runner, take_payload, stop, rows)   # on a worker; take_payload() -> dict
-    link = MasterLink(runner, ingest)            # on the master; ingest(client_id, payload)
+    link = WorkerLink(runner, take_report, stop, rows)   # on a worker; take_report() -> dict
+    link = MasterLink(runner, ingest, gate=gate)  # on the master; ingest(client_id, payload)
     link.collect_finals(stop_timeout)            # master, in test_stop
     link.lost()                                  # master: [(index, client_id, ids without a row)]
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
 import time
 from collections.abc import Callable
@@ -54,17 +59,25 @@ import gevent
 from locust.rpc import Message
 
 from llmload.net.turns import let_io_run
+from llmload.plugin.cluster.ingest_queue import IngestQueue
+from llmload.plugin.cluster.membership import Gate
 from llmload.plugin.cluster.messages import (
     COUNTS,
     FINAL,
     FINAL_ROWS_ONLY,
     PROCESSES,
+    PROTOCOL_VERSION,
+    REPORT,
     REPORT_KEY,
     ROWS,
+    ROWS_PER_MESSAGE,
     SENT,
     STOP,
     USERS,
+    MessageType,
 )
+from llmload.plugin.cluster.outbox import Outbox
+from llmload.plugin.cluster.user_counts import UserCounts
 
 log = logging.getLogger("llmload")
 
@@ -77,63 +90,30 @@ COUNTS_EVERY_S = 0.5
 WORKER_REPORT_S = 3.0  # Locust's WORKER_REPORT_INTERVAL
 USERS_SAMPLE_S = 0.1
 ROWS_SHIP_S = 0.5
-ROWS_PER_MESSAGE = 200
+FINAL_SEND_S = 10.0  # a worker's last messages wait this long at most for room in the queue to its master
 _NOBLOCK = 1  # zmq.NOBLOCK, without importing zmq here
 
 
-class UserCounts:
-    """The master's view of each worker's user count over time. Pure.
-
-    ``total_at`` is the row's own worker's count (exact: the worker stamps it) plus every other
-    worker's last reported count at the row's start time.
-    """
-
-    def __init__(self) -> None:
-        self._series: dict[str, tuple[list[float], list[int]]] = {}
-
-    def report(self, worker: str, t: float, n: int) -> None:
-        times, counts = self._series.setdefault(worker, ([], []))
-        if times and t < times[-1]:  # out of order: keep the series sorted
-            i = bisect.bisect_right(times, t)
-            times.insert(i, t)
-            counts.insert(i, n)
-        else:
-            times.append(t)
-            counts.append(n)
-
-    def total_at(self, t: float, worker: str, own: int | None) -> int:
-        total = own or 0
-        for client_id, (times, counts) in self._series.items():
-            if client_id == worker:
-                continue
-            i = bisect.bisect_right(times, t) - 1
-            if i >= 0:
-                total += counts[i]
-        return total
-
-    def clear(self) -> None:
-        self._series.clear()
-
-
 class WorkerLink:
-    """A worker's side: ships deltas in each report, its user count on change, the final rows."""
+    """A worker's side: ships rows and reports through its outbox, its user count on change, the final rows."""
 
-    def __init__(self, runner: Any, take_payload: Callable[[], dict[str, Any]], on_stop_request: Callable[[], None],
+    def __init__(self, runner: Any, take_report: Callable[[], dict[str, Any]], on_stop_request: Callable[[], None],
                  rows: list, on_shipped: Callable[[list], None] = lambda rows: None, token: str = "") -> None:
         self.runner = runner
         self.token = token  # --cluster-token: shown to the master with every payload
-        self._take_payload = take_payload
+        self._take_report = take_report
         self.rows = rows  # the plugin's queue of rows not yet sent (the link only takes from its head)
         self._on_shipped = on_shipped  # the worker keeps what it sent on its own disk
         self._on_stop_request = on_stop_request
-        runner.environment.events.report_to_master.add_listener(self._on_report)
+        self.outbox = Outbox(runner, on_sent=self._sent)
         runner.register_message(STOP.name, self._on_stop, concurrent=True)
         runner.register_message(COUNTS.name, self._on_counts)
         self.others = UserCounts()  # every other worker's user count, as the master passes them on
         self.announce_failures = 0
 
-    def _on_report(self, client_id: str, data: dict[str, Any]) -> None:
-        data[REPORT_KEY] = self._take_payload()
+    def _sent(self, message: MessageType, payload: Any) -> None:
+        if message is ROWS:
+            self._on_shipped(payload["rows"])
 
     def _on_stop(self, environment: Any, msg: Any, **_kw: Any) -> None:
         try:
@@ -144,6 +124,9 @@ class WorkerLink:
             self.send_final()
 
     def _on_counts(self, environment: Any, msg: Any, **_kw: Any) -> None:
+        if (why := COUNTS.refusal(msg.data)):
+            log.error("llmload: refused a %s message from the master: %s", COUNTS.name, why)
+            return
         me = self.runner.client_id
         t = float(msg.data["t"])
         for client_id, n in msg.data["counts"].items():
@@ -175,54 +158,74 @@ class WorkerLink:
         while True:
             n = self.runner.user_count
             if n != last:
-                self.runner.send_message(USERS.name, USERS.payload(t=time.time(), n=n, token=self.token))
+                self.outbox.put(USERS, USERS.payload(t=time.time(), n=n, token=self.token, version=PROTOCOL_VERSION))
+                self.outbox.send()
                 last = n
             gevent.sleep(USERS_SAMPLE_S)
 
+    def _queue_rows(self) -> None:
+        while self.rows:
+            rows = self.rows[:ROWS_PER_MESSAGE]
+            self.outbox.put(ROWS, ROWS.payload(rows=rows, token=self.token, version=PROTOCOL_VERSION))
+            del self.rows[:len(rows)]  # in the outbox now: it keeps them until ZeroMQ takes them
+            self.outbox.send()
+            let_io_run()
+
     def ship_rows(self) -> None:
-        """Run in a greenlet: the rows queued so far, a small message per loop turn."""
+        """Run in a greenlet: the rows queued so far, a small message per loop turn; the stats and
+        health every WORKER_REPORT_S."""
+        last_report = time.monotonic()
         while True:
             gevent.sleep(ROWS_SHIP_S)
-            while self.rows:
-                rows = self.rows[:ROWS_PER_MESSAGE]
-                self.runner.send_message(ROWS.name, ROWS.payload(rows=rows, token=self.token))
-                del self.rows[:len(rows)]  # only once sent: a kill inside the send leaves them queued
-                self._on_shipped(rows)
-                let_io_run()
+            self._queue_rows()
+            if time.monotonic() - last_report >= WORKER_REPORT_S:
+                last_report = time.monotonic()
+                self.outbox.put(REPORT, self._take_report())
+            self.outbox.send()
 
     def send_final(self) -> None:
         """The last payload; always sent, even when part of it cannot be made: without it the master
-        writes this worker off as lost."""
+        writes this worker off as lost. What still waits in the outbox goes first."""
         try:
-            payload = self._take_payload()
+            payload = self._take_report()
         except Exception as e:
             log.exception("llmload: this worker's final stats could not be made; sending its rows alone")
-            payload = FINAL_ROWS_ONLY.payload(rows=self.rows[:], error=f"{type(e).__name__}: {e}", token=self.token,
-                                              final=True)
-            del self.rows[:]
+            payload = FINAL_ROWS_ONLY.payload(rows=[], error=f"{type(e).__name__}: {e}", token=self.token,
+                                              version=PROTOCOL_VERSION, final=True)
+        rows = self.rows[:]
+        del self.rows[:]
+        self._on_shipped(rows)  # its own copy now: the master may be gone
+        payload["rows"] = rows
         payload["final"] = True
         try:
-            self.runner.send_message(FINAL.name, payload)
-        except Exception as e:  # the master is gone: nothing left to send to
-            log.error("llmload: could not send the final rows to the master: %s", e)
+            self.outbox.put(FINAL, payload)
+        except Exception as e:  # a payload msgpack cannot carry: the rows alone still go
+            log.exception("llmload: this worker's final payload cannot be sent; sending its rows alone")
+            self.outbox.put(FINAL, FINAL_ROWS_ONLY.payload(rows=rows, error=f"{type(e).__name__}: {e}",
+                                                           token=self.token, version=PROTOCOL_VERSION, final=True))
+        if not self.outbox.send_all(FINAL_SEND_S):
+            for message, waiting in self.outbox.waiting():
+                if message is ROWS:
+                    self._on_shipped(waiting["rows"])
+            log.error("llmload: could not send the final rows to the master (%d messages with %d rows still wait "
+                      "after %.0f s: the master is gone or its queue stays full); this worker's own file has them",
+                      len(self.outbox), self.outbox.rows_waiting, FINAL_SEND_S)
 
 
 class MasterLink:
-    """The master's side: takes every worker's payloads, knows who sent its final data, and which
-    announced requests have no row yet."""
+    """The master's side: checks and queues every worker's payloads, knows who sent its final data,
+    and which announced requests have no row yet."""
 
     def __init__(self, runner: Any, ingest: Callable[[str, dict[str, Any]], None],
-                 run_info: Callable[[], dict[str, Any]] = dict,
-                 admits: Callable[[str, Any], bool] = lambda client_id, payload: True) -> None:
+                 run_info: Callable[[], dict[str, Any]] = dict, gate: Gate | None = None) -> None:
         self.runner = runner
-        self._ingest = ingest
+        self.queue = IngestQueue(ingest)  # written by its own greenlet once started (start_writing)
         self._run_info = run_info
-        self._admits = admits  # --cluster-token: whether a worker's payload may be taken
-        self.refused: set[str] = set()  # workers whose payloads were refused: never waited for, never counted
+        self.gate = gate if gate is not None else Gate()
         self.users = UserCounts()
         self.expected: set[str] = set()
         self.finals: set[str] = set()
-        runner.environment.events.worker_report.add_listener(self._on_report)
+        runner.environment.events.worker_report.add_listener(self._on_locust_report)
         runner.environment.events.heartbeat_sent.add_listener(self._on_heartbeat)  # fired as one arrives
         self.unreported: dict[str, set[str]] = {}  # worker → announced request ids without a row
         self.clock: Callable[[], float] = time.monotonic  # a test passes a fake clock and sleep
@@ -236,6 +239,12 @@ class MasterLink:
         runner.register_message(USERS.name, self._on_users)
         runner.register_message(SENT.name, self._on_sent)
         runner.register_message(ROWS.name, self._on_rows)
+        runner.register_message(REPORT.name, self._on_report)
+
+    @property
+    def refused(self) -> dict[str, str]:
+        """Workers refused whole (no token, another protocol version): never waited for, never counted."""
+        return self.gate.refused
 
     def start(self) -> None:
         """At test start: expect a final message from every connected worker."""
@@ -243,7 +252,7 @@ class MasterLink:
         self.users.clear()
         self.unreported = {}
         self._counts = {}
-        self.expected = set(self.runner.clients.keys()) - self.refused
+        self.expected = set(self.runner.clients.keys()) - set(self.refused)
         now = self.clock()
         self.last_heard = dict.fromkeys(self.expected, now)
 
@@ -253,21 +262,20 @@ class MasterLink:
     def _on_heartbeat(self, client_id: str, **_kw: Any) -> None:
         self.heard(client_id)
 
-    def admits(self, client_id: str, payload: Any) -> bool:
-        if client_id not in self.refused and self._admits(client_id, payload):
+    def admits(self, client_id: str, message: MessageType, payload: Any) -> bool:
+        if self.gate.admits(client_id, message, payload):
             return True
-        self.refused.add(client_id)
-        self.expected.discard(client_id)
-        self.unreported.pop(client_id, None)
+        if client_id in self.refused:
+            self.expected.discard(client_id)
+            self.unreported.pop(client_id, None)
         return False
 
     def _on_sent(self, environment: Any, msg: Any, **_kw: Any) -> None:
         self.heard(msg.node_id)
-        if msg.node_id in self.refused:
-            return
-        self.unreported.setdefault(msg.node_id, set()).add(msg.data)
+        if self.admits(msg.node_id, SENT, msg.data):
+            self.unreported.setdefault(msg.node_id, set()).add(msg.data)
 
-    def rows_arrived(self, client_id: str, rows: list) -> None:
+    def _rows_arrived(self, client_id: str, rows: list) -> None:
         ids = self.unreported.get(client_id)
         if ids:
             for row in rows:
@@ -277,17 +285,30 @@ class MasterLink:
         for client_id in list(self.runner.clients.keys()):
             self.runner.send_message(name, data, client_id=client_id)
 
-    def _on_report(self, client_id: str, data: dict[str, Any]) -> None:
+    def _take(self, client_id: str, payload: dict[str, Any]) -> None:
+        """A payload that passed the gate: its requests have rows now; queued for writing."""
+        self.expected.add(client_id)
+        self._rows_arrived(client_id, payload.get("rows") or ())
+        self.queue.put(client_id, payload)
+
+    def _known_index(self, client_id: str, payload: dict[str, Any]) -> None:
+        index = self.gate.index_of(client_id)
+        self.index[client_id] = index if index is not None else payload.get("index", "?")
+
+    def _on_locust_report(self, client_id: str, data: dict[str, Any]) -> None:
         self.heard(client_id)
-        payload = data.get(REPORT_KEY)
-        if payload and self.admits(client_id, payload):
-            self.expected.add(client_id)
-            self.index[client_id] = payload.get("index", "?")
-            self._ingest(client_id, payload)
+        if REPORT_KEY in data:  # llmload of protocol 3 or older put its report here: refused, and said why
+            self.admits(client_id, REPORT, data[REPORT_KEY])
+
+    def _on_report(self, environment: Any, msg: Any, **_kw: Any) -> None:
+        self.heard(msg.node_id)
+        if self.admits(msg.node_id, REPORT, msg.data):
+            self._known_index(msg.node_id, msg.data)
+            self._take(msg.node_id, msg.data)
 
     def _on_users(self, environment: Any, msg: Any, **_kw: Any) -> None:
         self.heard(msg.node_id)
-        if not self.admits(msg.node_id, msg.data):
+        if not self.admits(msg.node_id, USERS, msg.data):
             return
         t, n = float(msg.data["t"]), int(msg.data["n"])
         self.users.report(msg.node_id, t, n)
@@ -305,22 +326,24 @@ class MasterLink:
 
     def _on_rows(self, environment: Any, msg: Any, **_kw: Any) -> None:
         self.heard(msg.node_id)
-        if not self.admits(msg.node_id, msg.data):
-            return
-        self.expected.add(msg.node_id)
-        self._ingest(msg.node_id, msg.data or {})
+        if self.admits(msg.node_id, ROWS, msg.data):
+            self._take(msg.node_id, msg.data)
 
     def _on_final(self, environment: Any, msg: Any, **_kw: Any) -> None:
-        self.heard(msg.node_id)
-        if not self.admits(msg.node_id, msg.data):
+        client_id, data = msg.node_id, msg.data
+        self.heard(client_id)
+        taken = self.admits(client_id, FINAL, data)
+        if client_id in self.refused:
             return
-        self.expected.add(msg.node_id)
-        self.index[msg.node_id] = (msg.data or {}).get("index", "?")
-        self.finals.add(msg.node_id)  # it has said its last word, even if taking it fails below
-        if (msg.data or {}).get("error"):
-            log.error("llmload: worker %s (index %s) sent its rows without its final stats: %s", msg.node_id,
-                      self.index[msg.node_id], msg.data["error"])
-        self._ingest(msg.node_id, msg.data or {})
+        self.finals.add(client_id)  # it has said its last word, even if what it said is refused or fails below
+        self.expected.add(client_id)
+        if not taken:
+            return
+        self._known_index(client_id, data)
+        if data.get("error"):
+            log.error("llmload: worker %s (index %s) sent its rows without its final stats: %s", client_id,
+                      self.index[client_id], data["error"])
+        self._take(client_id, data)
 
     def collect_finals(self, stop_timeout: float) -> None:
         """Ask every worker without final data to stop, and wait (bounded) for their finals."""

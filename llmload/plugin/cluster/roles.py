@@ -7,19 +7,19 @@
   distributed run.
 * :class:`MasterRole`: writes the files from every worker's rows (:class:`~llmload.plugin.cluster.links.MasterLink`),
   sends master→worker messages to every worker, waits for their final rows at stop.
-* :class:`WorkerRole`: generates the load, ships rows and stats to the master
-  (:class:`~llmload.plugin.cluster.links.WorkerLink`), keeps its own copy of its rows, and stops itself
-  when the master is lost (:meth:`WorkerRole.master_lost`).
+* :class:`~llmload.plugin.cluster.worker_role.WorkerRole` (its own module): generates the load, ships rows
+  and stats to the master, keeps its own copy of its rows, stops itself when the master is lost.
 
 The end of a run on the master or a local process (:meth:`Role.finish_run`): rows still
 queued, ``PREFIX_llm_stats.csv``, the history's last row, the summary, exit code 1 when a
-worker vanished with rows the master never got. SIGTERM or Ctrl-C mid-run quits Locust without
+worker vanished with rows the master never got, or the master refused a message of a worker of
+the run (what it said is not in the files). SIGTERM or Ctrl-C mid-run quits Locust without
 stopping the test first (:meth:`Role.quitting` stops it the normal way first, so every final row
 arrives before the files close).
 
 Usage (from :class:`llmload.plugin.wiring.LLMLoadPlugin`)::
 
-    role = make_role(plugin)
+    role = make_role(plugin)                                     # llmload.plugin.cluster.role_for
     role.handle(messages.RATE, lambda data, node_id: ...)
     role.send(messages.RATE, messages.RATE.payload(rate=4.0))   # to whoever handles it
     role.start(); role.stop(); role.quitting()
@@ -34,14 +34,14 @@ from typing import Any
 
 import gevent
 from locust.rpc import Message
-from locust.runners import MasterRunner, WorkerRunner
 
 from llmload.files import COL
 from llmload.net.turns import let_io_run
 from llmload.plugin.cluster import messages
-from llmload.plugin.cluster.links import WORKER_REPORT_S, MasterLink, WorkerLink
-from llmload.plugin.cluster.membership import admits, cluster_token, refused_note, stop_without_master
-from llmload.plugin.cluster.messages import MASTER_TO_WORKER, WORKER_TO_MASTER, MessageType
+from llmload.plugin.cluster.channel_guard import ChannelGuard
+from llmload.plugin.cluster.links import WORKER_REPORT_S, MasterLink
+from llmload.plugin.cluster.membership import Gate, cluster_token
+from llmload.plugin.cluster.messages import MASTER_TO_WORKER, MessageType
 from llmload.plugin.options.shipped_options import send_without_secrets
 from llmload.plugin.output.end_of_run import end_of_run_text
 from llmload.plugin.run.config import ConfigError
@@ -66,18 +66,32 @@ class Role:
     """This process decides for the run: the trace clock, the run id, the files and the summary."""
     generates_load = False
     """Users run here (its own client health is sampled)."""
+    token = ""
+    """This process's --cluster-token, shown to the master with every payload (a worker's)."""
 
     def __init__(self, parts: RunParts) -> None:
         self.parts = parts
         self.env = parts.env
         self.runner = parts.env.runner
         self._background: list[gevent.Greenlet] = []
+        self._refused: set[str] = set()
 
     # -- messages --------------------------------------------------------------------------------
     def handle(self, message: MessageType, handler: Handler, concurrent: bool = False) -> None:
-        """Call ``handler(data, node_id)`` when ``message`` reaches this process."""
-        self.runner.register_message(message.name, lambda environment, msg, **_kw: handler(msg.data, msg.node_id),
-                                     concurrent=concurrent)
+        """Call ``handler(data, node_id)`` when ``message`` reaches this process with its declared shape."""
+        def listener(environment: Any, msg: Any, **_kw: Any) -> None:
+            if self.admits(msg.node_id, message, msg.data):
+                handler(msg.data, msg.node_id)
+        self.runner.register_message(message.name, listener, concurrent=concurrent)
+
+    def admits(self, node_id: str, message: MessageType, data: Any) -> bool:
+        """A message from another process: take it? (a worker: it has its shape; said once per type)"""
+        why = message.refusal(data)
+        if why and message.name not in self._refused:
+            self._refused.add(message.name)
+            log.error("llmload: refused a %s message from %s: %s (said once per message type)", message.name, node_id,
+                      why)
+        return not why
 
     def send(self, message: MessageType, data: Any) -> None:
         """Deliver ``message`` to the process(es) that handle it (its direction says which)."""
@@ -163,8 +177,11 @@ class Role:
     def last_sample(self) -> None:
         """The history's last row, where this process samples its own health."""
 
-    def refused_workers(self) -> list[str]:  # workers refused for want of the --cluster-token
-        return []
+    def refused_note(self) -> str:  # workers and messages the master refused (membership.Gate.note)
+        return ""
+
+    def refused_messages(self) -> int:
+        return 0
 
     def finish_run(self, interval_s: float) -> None:
         """The final files and, unattended, the summary (master or local process)."""
@@ -172,7 +189,7 @@ class Role:
 
         def summary() -> None:
             lost = self.lost()
-            if lost and self.env.process_exit_code is None:
+            if (lost or self.refused_messages()) and self.env.process_exit_code is None:
                 self.env.process_exit_code = 1  # rows the server saw are missing here: not a clean run
             if not table or not (parts.option("headless") or parts.option("autostart")):
                 return  # unattended runs say how it went
@@ -182,7 +199,7 @@ class Role:
                 hit_ratios = {}
             print("\n" + end_of_run_text(table, hit_ratios, parts.history, parts.stop_reason, interval_s, lost,
                                          files.prefix, files.error, parts.clients.stall_notes(),
-                                         refused_note(self.refused_workers()), parts.option("seed"),
+                                         self.refused_note(), parts.option("seed"),
                                          parts.warmup_rows.summary()) + "\n", flush=True)
             if files.requests is not None:
                 print(f"llmload: {files.requests.rows_written} request rows in {files.requests.path}", flush=True)
@@ -247,11 +264,13 @@ class MasterRole(Role):
 
     def __init__(self, parts: RunParts) -> None:
         super().__init__(parts)
-        token = cluster_token(parts)
-        self.link = link = MasterLink(self.runner, self._ingest, self._run_info,
-                                      admits=lambda client_id, payload: admits(client_id, payload, token, link.refused))
-        self._refused: set[str] = set()
-        send_without_secrets(self.runner)  # Locust ships the master's options to every worker: withhold secrets
+        runner = self.runner
+        indexes = getattr(runner, "worker_indexes", None)  # Locust's own: who got which index at its client_ready
+        gate = Gate(cluster_token(parts), (lambda c: indexes.get(c)) if isinstance(indexes, dict) else lambda c: None)
+        self.link = link = MasterLink(runner, self._ingest, self._run_info, gate=gate)
+        if getattr(runner, "server", None) is not None:  # what may reach a handler at all (Locust's real master)
+            self.guard = ChannelGuard(runner, hold=link.queue.full)
+        send_without_secrets(runner)  # Locust ships the master's options to every worker: withhold secrets
 
     def send(self, message: MessageType, data: Any) -> None:
         if message.direction == MASTER_TO_WORKER:
@@ -273,25 +292,24 @@ class MasterRole(Role):
         return messages.PROCESSES.payload(n=self.processes, csv=self.parts.option("csv_prefix") or "",
                                           run_id=self.parts.run.run_id, version=messages.PROTOCOL_VERSION)
 
-    def refused_workers(self) -> list[str]:
-        return sorted(self.link.refused)
+    def refused_note(self) -> str:
+        return self.link.gate.note()
+
+    def refused_messages(self) -> int:
+        return self.link.gate.refused_messages
+
+    def admits(self, node_id: str, message: MessageType, data: Any) -> bool:
+        return self.link.admits(node_id, message, data)
 
     def _ingest(self, client_id: str, payload: dict[str, Any]) -> None:
-        """One worker's report, rows or final message."""
+        """One worker's report, rows or final message, checked (membership.Gate) and queued before."""
         parts = self.parts
-        if "stats" in payload and (why := messages.mismatch(payload)):
-            if client_id not in self._refused:
-                self._refused.add(client_id)
-                log.error("llmload: worker %s ignored: %s", client_id, why)
-            return
-        if client_id in self._refused:
-            return
-        wire = payload.get("stats") or {}
-        parts.stats.merge_wire(wire)
-        parts.live.add_itl_delta(wire, time.time())
-        rows = payload.get("rows") or []
+        wire = payload.get("stats")
+        if wire:
+            parts.stats.merge_wire(wire)
+            parts.live.add_itl_delta(wire, time.time())
+        rows = payload.get("rows")
         if rows:
-            self.link.rows_arrived(client_id, rows)
             col, users = _USERS_COL, self.link.users
             parts.write_rows([(*row[:col], users.total_at(row[1], client_id, row[col]), *row[col + 1:])
                               for row in rows])
@@ -300,7 +318,11 @@ class MasterRole(Role):
 
     def start(self) -> None:
         self.link.start()
+        self.link.queue.start()
         self.send(messages.PROCESSES, self._run_info())
+
+    def flush_queued(self) -> None:
+        self.link.queue.flush()
 
     def stop(self) -> bool:
         self.link.collect_finals(self.env.stop_timeout or 0.0)
@@ -311,90 +333,3 @@ class MasterRole(Role):
 
     def lost(self) -> list[tuple[int | str, str, int]]:
         return self.link.lost()
-
-
-class WorkerRole(Role):
-    name = "worker"
-    generates_load = True
-
-    def __init__(self, parts: RunParts) -> None:
-        super().__init__(parts)
-        self.token = cluster_token(parts)
-        self.link = WorkerLink(self.runner, self._take_payload, self.runner.stop, parts.pending_rows,
-                               on_shipped=self._keep_own_copy, token=self.token)
-        self._processes = 1
-        self._version_said = False
-        self.handle(messages.PROCESSES, self._on_run_info)
-
-    def send(self, message: MessageType, data: Any) -> None:
-        if message.direction == WORKER_TO_MASTER:
-            self.runner.send_message(message.name, data)
-        else:
-            self._deliver_here(message, data, self.runner.client_id)
-
-    @property
-    def processes(self) -> int:
-        return self._processes
-
-    def _on_run_info(self, data: dict[str, Any], _node_id: str) -> None:
-        self._processes = max(1, int(data["n"]))
-        self.parts.files.master_prefix = data.get("csv") or None
-        self.parts.run.run_id = data.get("run_id") or ""
-        if data.get("version", 1) != messages.PROTOCOL_VERSION and not self._version_said:
-            self._version_said = True
-            log.error("llmload: the master speaks protocol version %s, this worker %s: install the same llmload "
-                      "version on every worker and the master", data.get("version", 1), messages.PROTOCOL_VERSION)
-
-    def announce(self, request_id: str) -> None:
-        self.link.announce(request_id)  # before it is written: the master can count it if this worker vanishes
-
-    def _take_payload(self) -> dict[str, Any]:
-        parts = self.parts
-        rows = parts.take_rows(len(parts.pending_rows))
-        self._keep_own_copy(rows)
-        return {"rows": rows, "stats": parts.stats.take_delta(), "in_flight": dict(parts.in_flight),
-                "health": parts.health.take(sum(parts.in_flight.values())), "index": self.worker_index,
-                "version": messages.PROTOCOL_VERSION, "token": self.token}
-
-    def _keep_own_copy(self, rows: list[tuple]) -> None:
-        """A worker keeps the rows it sends on its own disk (PREFIX_requests.workerN.csv), with the
-        other workers' user counts as the master last passed them on, and its run id, warm-up and phases."""
-        files = self.parts.files
-        if not rows or not files.keeps_worker_rows:
-            return
-        others, col, start = self.link.others, _USERS_COL, _START_COL
-        rows = self.parts.phase_marks.stamp(self.parts.warmup_rows.stamp(self.parts.run.stamp(rows)))
-        files.write_worker_rows(
-            [(*r[:col], others.total_at(r[start], "", r[col]), *r[col + 1:]) for r in rows], self.worker_index)
-
-    def file_failed(self, error: Exception) -> None:
-        log.error("llmload: this worker's own copy of its rows stops here: %s; the master still gets them", error)
-
-    def start(self) -> None:
-        self.spawn(self.link.report_users)
-        self.spawn(self.link.ship_rows)
-        lost_after = self.parts.config.faults.master_lost_after_s
-        self.spawn(lambda: self.link.watch_master(lost_after, lambda s: gevent.spawn(self.master_lost, s)))
-
-    def stop(self) -> bool:
-        self.stop_background()
-        self.link.send_final()
-        self.parts.health.stop()
-        return False  # the master ends the run
-
-    def quitting(self) -> None:
-        self.parts.files.close()
-
-    def master_lost(self, silence_s: float) -> None:
-        """Stop this worker and exit 1, keeping every row it has (run in a greenlet of its own)."""
-        stop_without_master(self.parts, self.env, self.runner, self.worker_index, silence_s)
-
-
-def make_role(parts: RunParts) -> Role:
-    """The role of this Locust process, from its runner (the one place that asks)."""
-    runner = parts.env.runner
-    if isinstance(runner, WorkerRunner):
-        return WorkerRole(parts)
-    if isinstance(runner, MasterRunner):
-        return MasterRole(parts)
-    return LocalRole(parts)

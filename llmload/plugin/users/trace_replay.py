@@ -36,7 +36,7 @@ from typing import Any
 
 import gevent
 
-from llmload.plugin.cluster.messages import TRACE_DONE, TRACE_T0
+from llmload.plugin.cluster.messages import PROTOCOL_VERSION, TRACE_DONE, TRACE_T0
 from llmload.plugin.cluster.roles import Role
 from llmload.plugin.users.clock import sleep_until
 from llmload.plugin.users.graph_loop import ConnectionPool, run_trace_session
@@ -100,7 +100,8 @@ class ReplayLink:
         if self._reported or not all(s.done for s in self.schedules.values()):
             return
         self._reported = True
-        self.role.send(TRACE_DONE, TRACE_DONE.payload(index=self.role.worker_index))
+        self.role.send(TRACE_DONE, TRACE_DONE.payload(index=self.role.worker_index, token=self.role.token,
+                                                      version=PROTOCOL_VERSION))
 
     def _on_done(self, _data: Any, node_id: str) -> None:
         self._done.add(node_id)

@@ -81,7 +81,15 @@ class Ctx:
                 break
             p = p.rsplit(".", 1)[0] if "." in p else ""
         where = f"{self.path}:{line}" if line else self.path
-        return ScenarioError(f"{where}: {key_path}: {message}")
+        return ScenarioError(one_line(f"{where}: {key_path}: {message}"))
+
+
+_CONTROLS = {c: f"\\x{c:02x}" for c in range(32)} | {10: "\\n", 13: "\\r", 9: "\\t", 127: "\\x7f"}
+
+
+def one_line(text: str) -> str:
+    """An error as one line: a key may hold a newline or a tab (a quoted YAML key can), shown escaped."""
+    return text.translate(_CONTROLS)
 
 
 def compose(text: str, path: str) -> tuple[Any, Ctx]:
@@ -105,7 +113,7 @@ def compose(text: str, path: str) -> tuple[Any, Ctx]:
         return _to_python(node, "", lines, _Budget()), Ctx(path, lines)
     except _Hostile as e:
         where = f"{e.path}: " if e.path else ""
-        raise ScenarioError(f"{path}:{e.line}: {where}{e.message}") from None
+        raise ScenarioError(one_line(f"{path}:{e.line}: {where}{e.message}")) from None
     except RecursionError:
         raise ScenarioError(f"{path}: nested too deeply to read (at most {MAX_DEPTH} levels)") from None
 

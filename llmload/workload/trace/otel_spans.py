@@ -77,6 +77,8 @@ def read_otel(obj: dict, name: str, index: int) -> list[TraceRequest]:
         key = f"spans[{i}]"
         if not isinstance(s, dict):
             raise err(name, key, "a span object", s)
+        if not isinstance(s.get("attributes") or {}, dict):
+            raise err(name, f"{key}.attributes", "an object (the span's attributes)", s["attributes"])
         if not _is_llm(s):
             continue
         attrs = s["attributes"]
