@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test test-fast lint docs demo bench clean browser-deps llama-server llama-server-deps vllm
+.PHONY: venv test test-fast test-side test-timing test-e2e test-real lint docs demo bench clean browser-deps llama-server llama-server-deps vllm router-deps nginx-deps
 
 $(STAMP): pyproject.toml setup.py llmload-locust-help.pth
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,19 @@ browser-deps:
 	  else echo "make test: chromium/chromedriver missing and not root: the browser test is skipped"; fi; \
 	fi
 
+# The fleet sweeps' routers: Debian's nginx (llmload runs it itself, as a child on 127.0.0.1 with its own
+# config; the package's service is not used), and LiteLLM's proxy pinned to 1.108.7 in a venv of its own
+# under $LLMLOAD_CACHE (never 1.107.0: a reported compromised release), installed once per machine
+# (`make test` installs LiteLLM beside the tests: scripts/test_suite.py).
+nginx-deps:
+	@if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null; \
+	  else echo "make test: nginx missing and not root: apt-get install -y nginx (the fleet tests fail without it)"; fi; \
+	fi
+router-deps: venv nginx-deps
+	@$(PY) -m llmload.sweep.fleet.litellm install >/dev/null
+
 # llama.cpp's llama-server, built once per machine from the llama-cpp-python sdist into
 # $LLMLOAD_CACHE (default ~/.cache/llmload); about 7 min on 2 cores, instant when cached.
 llama-server-deps:
@@ -42,23 +55,22 @@ llama-server: venv llama-server-deps
 vllm: venv
 	$(PY) scripts/vllm_server.py install && $(PY) scripts/vllm_server.py model && $(PY) scripts/vllm_server.py lora
 
-# The build runs beside the tests instead of before them, at idle priority (SCHED_IDLE: it gets a
-# core only when no test wants one, so the timing tests do not feel it), and the llama.cpp tests run
-# last (tests/conftest.py), waiting on the build's lock if it is still going.
-IDLE := $(shell command -v chrt >/dev/null 2>&1 && chrt --idle 0 true 2>/dev/null && echo "chrt --idle 0" || echo "nice -n 19")
-test: lint docs browser-deps llama-server-deps
-	@mkdir -p build; rm -f build/vllm-install.rc
-	@echo "make test: building llama-server beside the tests ($(IDLE); log: build/llama-server-build.log)"
-	@( $(IDLE) $(PY) scripts/llama_server.py build >build/llama-server-build.log 2>&1; \
-	   echo $$? >build/llama-server-build.rc ) & \
-	( [ -n "$$LLMLOAD_SKIP_VLLM" ] && [ "$$CI" != true ] || \
-	  $(IDLE) $(MAKE) --no-print-directory vllm >build/vllm-install.log 2>&1; echo $$? >build/vllm-install.rc ) & \
-	$(PY) -m pytest -q; rc=$$?; wait; \
-	if [ "$$(cat build/llama-server-build.rc 2>/dev/null)" != 0 ]; then \
-	  echo "make test: the llama-server build failed:"; tail -20 build/llama-server-build.log; fi; \
-	if [ -f build/vllm-install.rc ] && [ "$$(cat build/vllm-install.rc)" != 0 ]; then \
-	  echo "make test: the vLLM install failed (its tests were skipped):"; tail -20 build/vllm-install.log; fi; \
-	exit $$rc
+# The suite's tiers (scripts/test_suite.py; docs/architecture.md, "The test suite"): every test but the
+# timing ones in 4 pytest processes side by side, then the timing tests alone, then the check that no
+# process is left. llama-server's build (and vLLM's and LiteLLM's installs) run beside them at idle priority; the
+# tests that need it wait for it.
+test: lint docs browser-deps llama-server-deps nginx-deps
+	$(PY) scripts/test_suite.py
+
+# One tier alone; ARGS: more pytest arguments (e.g. ARGS=tests/e2e/test_sweep.py, or ARGS='-m "e2e and not timing"').
+test-side: venv llama-server-deps
+	$(PY) scripts/test_suite.py --tiers side $(if $(ARGS),-- $(ARGS))
+test-timing: venv
+	$(PY) scripts/test_suite.py --tiers alone --no-prepare $(if $(ARGS),-- $(ARGS))
+test-e2e: venv
+	$(PY) scripts/test_suite.py --tiers side --no-prepare -- -m "e2e and not timing" $(ARGS)
+test-real: venv llama-server-deps
+	$(PY) scripts/test_suite.py --tiers side -- -m "real and not timing" $(ARGS)
 
 # The site from docs/ (mkdocs.yml); --strict turns a broken link or anchor, or a page missing from the nav,
 # into an error. The tables the code owns (options, CSV columns) are checked first: scripts/doc_tables.py.
@@ -66,9 +78,10 @@ docs: venv
 	$(PY) scripts/doc_tables.py --check
 	$(VENV)/bin/mkdocs build --strict -d site
 
-# The unit tests alone (pure logic, no processes): under a minute, for after every change.
+# The unit tests alone (pure logic, no processes), for after every change: in 2 processes side by side
+# (both cores; LLMLOAD_TEST_PROCESSES=1 for one).
 test-fast: venv
-	$(PY) -m pytest -q -m unit
+	$(PY) scripts/test_suite.py --tiers side --no-prepare --slowest 0 -n $${LLMLOAD_TEST_PROCESSES:-2} -- tests/unit
 
 demo: venv
 	$(PY) -m llmload.cli demo --out reports/demo

@@ -6,7 +6,7 @@ one found becomes a regression case in ``Property.examples`` and a fix.
 
 Usage::
 
-    python benchmarks/fuzz.py --minutes 30            # one core: run it through /work/bin/slot
+    python benchmarks/fuzz.py --minutes 30            # one core: nothing else beside it
     python benchmarks/fuzz.py --minutes 1 --only sse  # properties whose name contains "sse"
 """
 

@@ -8,10 +8,12 @@ rate, one run of ``--seconds``; reported per run:
 
 * rows/s sent and rows written (``PREFIX_requests.csv``; they must be equal: nothing is lost);
 * the master's CPU over the run, in % of its one core, and per 1,000 rows;
-* whether the master fell behind (its queue's "the master is behind its workers" line) and the
-  longest a payload waited (the "caught up" line);
-* with ``--memory-minutes``: the master's resident memory, every 30 s, over a run of that length at
-  ``--memory-rate`` rows/s.
+* whether the master fell behind: its queue's "the master is behind its workers" line and the
+  longest a payload waited there (the "caught up" line); and, since rows also wait in ZeroMQ's
+  buffers before the master reads them, the drain: how long its CSV kept growing after the
+  workers' last rows (``--seconds`` after the first, sampled every second), and the rows written
+  per second from the first to the last;
+* with ``--memory``: the master's resident memory every 30 s (a long ``--seconds``).
 
 Usage::
 
@@ -74,14 +76,21 @@ def one_run(out: str, workers: int, rate: float, seconds: float, memory: bool) -
                               stderr=log(os.path.join(out, f"peer{i}.err"))) for i in range(workers)]
     proc = psutil.Process(master.pid)
     rss, cpu0, t_first = [], None, None
+    csv_path = os.path.join(out, "run_requests.csv")
+    sizes: list[tuple[float, int]] = []  # (monotonic s, the CSV's bytes): when the rows were written
+    next_rss = time.monotonic()
     while master.poll() is None:
-        time.sleep(1.0 if not memory else 30.0)
+        time.sleep(1.0)
+        now = time.monotonic()
+        sizes.append((now, os.path.getsize(csv_path) if os.path.exists(csv_path) else 0))
         try:
             times = proc.cpu_times()
-            if cpu0 is None and count_rows(os.path.join(out, "run_requests.csv")) > 0:
-                cpu0, t_first = times.user + times.system, time.monotonic()  # the rows began: the steady part
-            cpu1, t_last = times.user + times.system, time.monotonic()
-            rss.append(round(proc.memory_info().rss / 1e6, 1))
+            if cpu0 is None and sizes[-1][1] > 0:
+                cpu0, t_first = times.user + times.system, now  # the rows began: the steady part
+            cpu1, t_last = times.user + times.system, now
+            if not memory or now >= next_rss:
+                rss.append(round(proc.memory_info().rss / 1e6, 1))
+                next_rss = now + 30.0
         except psutil.Error:
             break
     for p in peers:
@@ -97,13 +106,19 @@ def one_run(out: str, workers: int, rate: float, seconds: float, memory: bool) -
                 sent += json.load(f)["rows"]
         except (OSError, ValueError):
             pass
-    written = count_rows(os.path.join(out, "run_requests.csv"))
+    written = count_rows(csv_path)
     span = (t_last - t_first) if t_first else float("nan")
     cpu = (cpu1 - cpu0) if cpu0 is not None else float("nan")
     waited = re.findall(r"caught up with its workers after (\d+) s", said)
+    # Rows a worker sent wait in ZeroMQ's buffers as well as in the master's own queue: the time the CSV
+    # kept growing after the workers' last rows (``seconds`` after the first) is how far behind it was.
+    grown = [t for (t, n), (_, before) in zip(sizes[1:], sizes, strict=False) if n > before]
+    last_write = grown[-1] if grown else float("nan")
+    drain = max(0.0, last_write - (t_first + seconds)) if t_first else float("nan")
     return {"workers": workers, "rate": rate, "sent": sent, "written": written, "cpu_pct": 100 * cpu / span,
             "cpu_ms_per_1000_rows": 1000 * cpu / max(written, 1) * 1000, "behind": "is behind its workers" in said,
             "caught_up_after_s": max(map(int, waited)) if waited else 0, "rss_mb": rss,
+            "drain_s": drain, "written_per_s": written / (last_write - t_first) if t_first and grown else float("nan"),
             "exit": master.returncode}
 
 
@@ -117,8 +132,8 @@ def main() -> int:
     args = ap.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="llmload-ingest-")
     print(f"master_ingest: files in {out}; master on CPU 0, light workers on CPU 1", flush=True)
-    print(f"{'workers':>7} {'rows/s':>7} {'sent':>8} {'written':>8} {'CPU %':>6} {'CPU ms/1k rows':>14} behind",
-          flush=True)
+    print(f"{'workers':>7} {'rows/s':>7} {'sent':>8} {'written':>8} {'CPU %':>6} {'CPU ms/1k rows':>14} "
+          f"{'written/s':>9} {'drain s':>7} behind", flush=True)
     results = []
     for n in map(int, args.workers.split(",")):
         for rate in map(float, args.rates.split(",")):
@@ -126,7 +141,8 @@ def main() -> int:
             results.append(r)
             behind = f"yes (caught up after {r['caught_up_after_s']} s)" if r["behind"] else "no"
             print(f"{n:>7} {rate:>7.0f} {r['sent']:>8,} {r['written']:>8,} {r['cpu_pct']:>6.0f} "
-                  f"{r['cpu_ms_per_1000_rows']:>14.1f} {behind}", flush=True)
+                  f"{r['cpu_ms_per_1000_rows']:>14.1f} {r['written_per_s']:>9,.0f} {r['drain_s']:>7.1f} {behind}",
+                  flush=True)
             if args.memory:
                 print(f"        master RSS every 30 s (MB): {r['rss_mb']}", flush=True)
     with open(os.path.join(out, "results.json"), "w") as f:

@@ -1,5 +1,6 @@
 """Soak on a real engine (issue 35, item 5): a master and 2 workers against llama.cpp's llama-server
-(the tiny random-weight model of scripts/llama_server.py) for ``--minutes`` (default 30); one worker
+(the tiny random-weight model of scripts/llama_server.py) or, with ``--engine vllm``, against vLLM's
+CPU build (the tiny model of scripts/vllm_server.py) for ``--minutes`` (default 30); one worker
 is killed (SIGKILL) and a new one started in its place at 1/3 and 2/3 of the run.
 
 Measured, and judged:
@@ -10,13 +11,14 @@ Measured, and judged:
 * the master's open file descriptors, sampled every 30 s (target: flat, the same after each kill);
 * every killed worker named in the master's summary (``LOST WORKER <index>``).
 
-Run it alone on the machine (``/work/bin/slot -n 2``): llama-server, the master and the workers share
+Run it alone on the machine: the engine, the master and the workers share
 the 2 cores.
 
 Usage::
 
     .venv/bin/python benchmarks/soak_engine.py                  # 30 minutes
     .venv/bin/python benchmarks/soak_engine.py --minutes 3      # a short check
+    .venv/bin/python benchmarks/soak_engine.py --engine vllm    # 30 minutes against vLLM
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from scripts import llama_server as llama  # noqa: E402
+from scripts import vllm_server as vllm  # noqa: E402
 
 CHAT = os.path.join(ROOT, "locustfiles", "chat.py")
 LOCUST = [sys.executable, "-m", "locust"]
@@ -73,25 +76,36 @@ def start_worker(port: int, where: str) -> subprocess.Popen:
                             stderr=log(os.path.join(where, "stderr.log")))
 
 
+def start_engine(engine: str, out: str):
+    """The engine's URL, the model name it serves, and how to stop it."""
+    if engine == "vllm":
+        server = vllm.start_vllm_server(vllm.ensure_tiny_model(), vllm.server_args(),
+                                        log_path=os.path.join(out, "vllm.log"))
+        return server.url, server.served_name, lambda: vllm.stop_vllm_server(server)
+    binary = llama.ensure_llama_server()
+    model = llama.write_tiny_model(os.path.join(out, "tiny-llama.gguf"))
+    server, url = llama.start_llama_server(model, 0, llama.server_args(4, 4096, "tiny-llama"), binary=binary,
+                                           log_path=os.path.join(out, "llama-server.log"))
+    return url, "tiny-llama", lambda: llama.stop_llama_server(server)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--minutes", type=float, default=30.0)
     ap.add_argument("--users", type=int, default=8)
     ap.add_argument("--out", default="")
+    ap.add_argument("--engine", choices=("llamacpp", "vllm"), default="llamacpp")
     args = ap.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="llmload-soak-")
     os.makedirs(out, exist_ok=True)
-    binary = llama.ensure_llama_server()
-    model = llama.write_tiny_model(os.path.join(out, "tiny-llama.gguf"))
-    server, url = llama.start_llama_server(model, 0, llama.server_args(4, 4096, "tiny-llama"), binary=binary,
-                                     log_path=os.path.join(out, "llama-server.log"))
+    url, served, stop_engine = start_engine(args.engine, out)
     port = free_port()
     run_s = args.minutes * 60
     workers = {"a": start_worker(port, os.path.join(out, "a")), "b0": start_worker(port, os.path.join(out, "b0"))}
     master = subprocess.Popen(
         [*LOCUST, "-f", CHAT, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
          "--expect-workers", "2", "--headless", "-u", str(args.users), "-r", str(args.users), "-t", f"{int(run_s)}s",
-         "--host", url, "--model", "tiny-llama", "--input-tokens", "32", "--output-tokens", "16", "--ignore-eos",
+         "--host", url, "--model", served, "--input-tokens", "32", "--output-tokens", "16", "--ignore-eos",
          "--csv", os.path.join(out, "run"), "--stop-timeout", "10", "--no-server-metrics", "--exit-code-on-error", "0"],
         cwd=out, env=ENV, stdout=log(os.path.join(out, "master.out")), stderr=log(os.path.join(out, "master.err")))
     proc = psutil.Process(master.pid)
@@ -100,7 +114,7 @@ def main() -> int:
     killed: list[str] = []
     samples: list[tuple[float, float, int]] = []  # (s, RSS MB, fds)
     live = "b0"
-    print(f"soak: {args.minutes:g} min, {args.users} users, llama-server at {url}, files in {out}", flush=True)
+    print(f"soak: {args.minutes:g} min, {args.users} users, {args.engine} at {url}, files in {out}", flush=True)
     try:
         next_sample = t0 + 5.0
         while master.poll() is None:
@@ -130,7 +144,7 @@ def main() -> int:
         for p in (master, *workers.values()):
             if p.poll() is None:
                 p.kill()
-        llama.stop_llama_server(server)
+        stop_engine()
     said = read(os.path.join(out, "master.out")) + read(os.path.join(out, "master.err"))
     master_ids = set(ids(os.path.join(out, "run_requests.csv")))
     lost_named = set(int(i) for i in re.findall(r"LOST WORKER (\d+)", said))

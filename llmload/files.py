@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tempfile
 from collections import namedtuple
 
@@ -39,7 +40,7 @@ REQUESTS_COLUMNS = (
     "max_tokens", "token_source", "finish_reason", "users", "worker", "session_id", "turn", "error",
     "scheduled_time", "requested_input_tokens", "arrival_rate", "run_id", "coalesced_reads", "step_kind",
     "requested_image_tokens", "backoff_ms", "call_id", "call_after", "trace_id", "phase", "inputs",
-    "model", "priority", "audio_seconds",
+    "model", "priority", "audio_seconds", "resent_input_tokens",
 )
 WARMUP_PHASE = "warmup"  # the phase cell of a request that started in the --warmup-seconds warm-up (else empty)
 ALONE_PHASE_PREFIX = "alone:"  # --isolation: the phase cell of a request of class C while C ran alone (alone:C)
@@ -71,17 +72,22 @@ def prefix_of(requests_file: str) -> str:
     return _REQUESTS_FILE.sub("", requests_file)
 
 
-def replace_atomically(path: str, text: str) -> None:
+def replace_atomically(path: str, text: str, sync: bool = True) -> None:
     """Write ``text`` to ``path`` whole or not at all: a temporary file of a unique name beside it
-    (two writers into one folder never share one), flushed to disk, then renamed over ``path``."""
+    (two writers into one folder never share one), flushed to disk, then renamed over ``path``. The
+    file gets the mode ``open()`` would give it (0666 less the umask, as Locust's CSVs): ``mkstemp``
+    makes it 0600, which would hide a report from the team on a shared machine. No writer puts a
+    secret in these files (the manifest's command line is redacted), so nothing needs 0600."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
             f.flush()
-            os.fsync(f.fileno())
+            if sync:  # a first draft about to be rewritten need not wait for the disk
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -91,14 +97,47 @@ def replace_atomically(path: str, text: str) -> None:
         raise
 
 
-def worker_own_prefix(own: str | None, master: str | None) -> str | None:
-    """Where a worker keeps its copy of its rows: its own ``--csv`` prefix, else the master's file
-    name in the worker's working directory. Never a path the master names: whoever speaks the
-    master's protocol must not pick where workers create files."""
+def current_umask() -> int:
+    """The process's umask (read by setting it and putting it back: there is no getter before
+    Python 3.13; no other thread writes files between the two calls in llmload)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+OWN, BESIDE, RELATIVE, IN_CWD = "own", "beside", "relative", "cwd"
+"""Where a worker's copy of its rows goes (:func:`worker_copy_prefix`)."""
+
+
+def directory_id(path: str) -> tuple[int, int] | None:
+    """(device, inode) of a directory, None when it is not one: two processes that stat the same
+    (device, inode) see one directory, on one host or on one shared disk."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
+
+
+def worker_copy_prefix(own: str | None, master: str | None, master_dir: str | None = None,
+                       master_dir_id: tuple[int, int] | list[int] | None = None) -> tuple[str | None, str]:
+    """Where a worker keeps its copy of its rows, and why: its own ``--csv`` (``own``); else beside
+    the master's files, when the master's directory (``master_dir``, absolute) is the very directory
+    this process sees there (the same device and inode: the same host, or a shared disk; ``beside``);
+    else the master's relative path under this worker's working directory (``relative``); else (an
+    absolute path, or one that climbs out with ``..``) the master's file name there (``cwd``). The
+    master names a directory only this way, and the file's name always ends ``_requests.workerN.csv``."""
     if own:
-        return own
+        return own, OWN
     name = os.path.basename((master or "").rstrip("/\\")) if master else ""
-    return name if name and name not in (".", "..") else None
+    if not name or name in (".", ".."):
+        return None, ""
+    if master_dir and master_dir_id is not None and directory_id(master_dir) == tuple(master_dir_id):
+        return os.path.join(master_dir, name), BESIDE
+    rel = os.path.normpath(str(master))
+    if not os.path.isabs(rel) and rel != ".." and not rel.startswith(".." + os.sep):
+        return rel, RELATIVE
+    return name, IN_CWD
 
 
 def of_run(file_path: str, run_id: str) -> str:

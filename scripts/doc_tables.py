@@ -1,8 +1,10 @@
 """Write the tables of docs/ that the code owns, so the pages cannot drift from it.
 
 The tables are generated between marker lines in the Markdown; the prose around them is written
-by hand. Sources: the package arrows (``MAY_IMPORT`` in ``tests/unit/test_structure.py``, read as
-text, not imported), the Locust plugin's option table (``llmload.plugin.options.flags.OPTIONS``), the
+by hand. Sources: the package and room arrows (``MAY_IMPORT``, ``ROOM_MAY_IMPORT`` in
+``tests/unit/test_structure.py``, read as text, not imported), the endpoint registry
+(``llmload.wire.endpoints.ENDPOINTS``), the Locust plugin's option table
+(``llmload.plugin.options.flags.GROUPS``), the
 ``llmload`` command's parser (``llmload.cli.build_parser``) and the request CSV's columns
 (``llmload.metrics.record.CSV_COLUMNS``, each explained in ``COLUMN_MEANINGS`` below: a new column
 without a meaning here fails ``--check``) and the history CSV's (``llmload.plugin.output.run_files.HISTORY_COLUMNS``).
@@ -26,8 +28,9 @@ sys.path.insert(0, ROOT)
 
 from llmload.cli import build_parser  # noqa: E402
 from llmload.metrics.record import CSV_COLUMNS  # noqa: E402
-from llmload.plugin.options.flags import OPTIONS, env_var  # noqa: E402
+from llmload.plugin.options.flags import GROUPS, env_var  # noqa: E402
 from llmload.plugin.output.run_files import HISTORY_COLUMNS  # noqa: E402
+from llmload.wire.endpoints import ENDPOINTS  # noqa: E402
 
 # What each column of PREFIX_requests.csv holds (docs/files.md). Keep in CSV_COLUMNS order.
 COLUMN_MEANINGS = {
@@ -75,9 +78,12 @@ COLUMN_MEANINGS = {
              "`--model`",
     "priority": "the request's priority class (`priority:` in its scenario); empty when it has none",
     "audio_seconds": "audio transcription: the length of the audio the request sent, in seconds",
+    "resent_input_tokens": "of `requested_input_tokens`, what the workload sent before by design and a prefix cache "
+                           "may serve: a session's history, a call-graph call's shared head or first parent's turn, "
+                           "an agent's loop so far and its tools, a fixed `system_prompt` (empty: nothing)",
 }
 
-PAGES = {name: os.path.join(ROOT, "docs", f"{name}.md") for name in ("options", "files", "architecture")}
+PAGES = {name: os.path.join(ROOT, "docs", f"{name}.md") for name in ("options", "files", "architecture", "endpoints")}
 STRUCTURE_TEST = os.path.join(ROOT, "tests", "unit", "test_structure.py")
 
 
@@ -87,12 +93,16 @@ def cell(text: str) -> str:
 
 
 def plugin_table() -> str:
-    lines = ["| option | environment variable | default | meaning |", "|---|---|---|---|"]
-    for flag, kwargs in OPTIONS:
-        default = kwargs.get("default")
-        shown = "" if default in ("", [], None, False, 0, 0.0) else f"`{default}`"
-        lines.append(f"| `{flag}` | `{env_var(flag)}` | {shown} | {cell(kwargs.get('help', ''))} |")
-    return "\n".join(lines)
+    """One table per topic, in --help's groups and order (``llmload: workload``, ...)."""
+    lines: list[str] = []
+    for name, about, _front, options in GROUPS:
+        lines += ["" if lines else None, f"**llmload: {name}**: {about}", "",
+                  "| option | environment variable | default | meaning |", "|---|---|---|---|"]
+        for flag, kwargs in options:
+            default = kwargs.get("default")
+            shown = "" if default in ("", [], None, False, 0, 0.0) else f"`{default}`"
+            lines.append(f"| `{flag}` | `{env_var(flag)}` | {shown} | {cell(kwargs.get('help', ''))} |")
+    return "\n".join(line for line in lines if line is not None)
 
 
 def subcommand_table(parser: argparse.ArgumentParser) -> str:
@@ -134,16 +144,44 @@ def history_columns() -> str:
     return "`" + ",".join(HISTORY_COLUMNS) + "`"
 
 
-def may_import() -> dict[str, set[str]]:
-    """``MAY_IMPORT`` of the structure test, the one truth about the package arrows."""
+def structure_table(name: str = "MAY_IMPORT") -> dict:
+    """A table of the structure test (``MAY_IMPORT``, ``ROOM_MAY_IMPORT``), the one truth about the arrows."""
     with open(STRUCTURE_TEST, encoding="utf-8") as f:
         tree = ast.parse(f.read())
     for node in tree.body:
         if isinstance(node, ast.AnnAssign | ast.Assign):
             targets = [node.target] if isinstance(node, ast.AnnAssign) else node.targets
-            if any(isinstance(t, ast.Name) and t.id == "MAY_IMPORT" for t in targets):
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
                 return ast.literal_eval(node.value)
-    raise SystemExit(f"{os.path.relpath(STRUCTURE_TEST, ROOT)}: no MAY_IMPORT table; the arrows table needs it")
+    raise SystemExit(f"{os.path.relpath(STRUCTURE_TEST, ROOT)}: no {name} table; the arrows tables need it")
+
+
+def may_import() -> dict[str, set[str]]:
+    return structure_table("MAY_IMPORT")
+
+
+def rooms_table() -> str:
+    lines = ["| room | may import of its package's other rooms |", "|---|---|"]
+    for pkg, rooms in structure_table("ROOM_MAY_IMPORT").items():
+        for room, allowed in rooms.items():
+            here = f"`{pkg}/{room}/`" if room else f"`{pkg}/` (its own modules)"
+            shown = ", ".join(f"`{r}`" if r else f"`{pkg}/` (its own modules)" for r in sorted(allowed)) or "nothing"
+            lines.append(f"| {here} | {shown} |")
+    return "\n".join(lines)
+
+
+def endpoints_table() -> str:
+    """The endpoint registry (``llmload.wire.endpoints.ENDPOINTS``), one row an endpoint."""
+    lines = ["| endpoint | path | answers | what it is | span operation | scenario keys | its own columns | "
+             "metrics | mock faults |", "|---|---|---|---|---|---|---|---|---|"]
+    for e in ENDPOINTS:
+        keys = ", ".join(f"`{k}`" for k in e.keys) or "–"
+        fields = ", ".join(f"`{f}`" for f in e.row_fields) or "–"
+        faults = ", ".join(f"`{f}`" for f in e.faults) or "–"
+        metrics = ", ".join(f"`{m}`" for m in e.metrics)
+        lines.append(f"| `{e.name}` | `{e.path}` | {e.answer} | {cell(e.description)} | `{e.operation}` | {keys} | "
+                     f"{fields} | {metrics} | {faults} |")
+    return "\n".join(lines)
 
 
 def arrows_table() -> str:
@@ -160,7 +198,8 @@ def arrows_table() -> str:
 def tables() -> dict[str, dict[str, str]]:
     return {"options": {"plugin-options": plugin_table(), **command_tables()},
             "files": {"requests-columns": columns_table(), "history-columns": history_columns()},
-            "architecture": {"package-arrows": arrows_table()}}
+            "architecture": {"package-arrows": arrows_table(), "room-arrows": rooms_table()},
+            "endpoints": {"endpoints": endpoints_table()}}
 
 
 def filled(text: str, name: str, table: str, page: str) -> str:

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from llmload.net.ports import free_port
+
 LOCUSTFILE = '''
 from llmload import LLMUser
 
@@ -100,6 +102,19 @@ class LocustRun:
         return next((x.strip() for x in self.output if x.startswith(start)), "")
 
 
+def locust_command(locustfile: str, url: str, users: int, seconds: float, processes: int, prefix: str,
+                   spawn_s: float = 1.0, extra_args: list[str] | None = None) -> list[str]:
+    """The headless Locust command of one run; with ``processes`` > 1 on a master port of its own
+    (Locust's default 5557 would clash with any other run on the machine)."""
+    rate = f"{max(users / max(spawn_s, 1e-3), 1.0):.3f}"
+    cmd = [sys.executable, "-m", "locust", "-f", locustfile, "--headless", "-u", str(users), "-r", rate,
+           "-t", f"{seconds:g}s", "--host", url, "--csv", prefix, "--stop-timeout", "10", *(extra_args or [])]
+    if processes > 1:
+        port = str(free_port())
+        cmd += ["--processes", str(processes), "--master-bind-port", port, "--master-port", port]
+    return cmd
+
+
 def run_locust(locustfile: str, url: str, users: int, seconds: float, processes: int, workdir: str,
                cpus: set[int] | None = None, extra_args: list[str] | None = None,
                env: dict[str, str] | None = None, name: str = "run", spawn_s: float = 1.0,
@@ -111,11 +126,7 @@ def run_locust(locustfile: str, url: str, users: int, seconds: float, processes:
     all end in the same few milliseconds. ``also``: processes of ours besides Locust's (the mock),
     left out of the machine's other CPU use."""
     prefix = os.path.join(workdir, name)
-    rate = f"{max(users / max(spawn_s, 1e-3), 1.0):.3f}"
-    cmd = [sys.executable, "-m", "locust", "-f", locustfile, "--headless", "-u", str(users), "-r", rate,
-           "-t", f"{seconds:g}s", "--host", url, "--csv", prefix, "--stop-timeout", "10", *(extra_args or [])]
-    if processes > 1:
-        cmd += ["--processes", str(processes)]
+    cmd = locust_command(locustfile, url, users, seconds, processes, prefix, spawn_s, extra_args)
 
     def pin() -> None:
         if cpus:

@@ -15,8 +15,9 @@ import math
 from typing import Any
 
 W, H = 580, 300  # two a row inside 1,280 px, a scroll bar included
-LEFT, RIGHT, TOP, BOTTOM = 64, 16, 34, 58
+LEFT, RIGHT, TOP, BOTTOM = 64, 16, 46, 58  # the top margin holds the title and, under it, the limit's label
 ERROR_FLOOR_MS = 0.001  # the error axis is logarithmic: a perfect 0 is drawn here
+CHAR_PX = 8.0  # a generous width of one character of a 12-px label, to tell whether it fits
 
 
 def _x_scale(streams: list[int]) -> Any:
@@ -39,7 +40,8 @@ def _chart(title: str, points: list[dict[str, Any]], key: str, log: bool, line: 
     x = _x_scale([p["streams"] for p in points])
     values = [p[key] * scale for p in pts] + [line]
     if log:
-        vmin = math.log10(max(min(min(values), line / 10), ERROR_FLOOR_MS))
+        # down to a whole decade: the lowest point sits on or above a labelled tick, never below the last one
+        vmin = math.floor(math.log10(max(min(min(values), line / 10), ERROR_FLOOR_MS)))
         vmax = math.log10(max(max(values), line * 2))
         conv = lambda v: math.log10(max(v, ERROR_FLOOR_MS))  # noqa: E731
     else:
@@ -70,8 +72,13 @@ def _chart(title: str, points: list[dict[str, Any]], key: str, log: bool, line: 
                f'{html.escape(line_label)}</text>')
     if limit > 0:
         lx = x(limit)
-        out.append(f'<line x1="{lx:.1f}" y1="{TOP}" x2="{lx:.1f}" y2="{H - BOTTOM}" class="lim"/>'
-                   f'<text x="{lx + 4:.1f}" y="{H - BOTTOM - 6}" class="ll">limit {limit}</text>')
+        text = f"limit {limit}"
+        # above the plot, clear of the curve and the tolerance's label: right of its line, unless it would
+        # run past the chart (the limit is the last point), then left of it
+        left = lx + 4 + CHAR_PX * len(text) > W - RIGHT
+        out.append(f'<line x1="{lx:.1f}" y1="{TOP - 4}" x2="{lx:.1f}" y2="{H - BOTTOM}" class="lim"/>'
+                   f'<text x="{lx - 4 if left else lx + 4:.1f}" y="{TOP - 8}" '
+                   f'text-anchor="{"end" if left else "start"}" class="ll">{text}</text>')
     path = " ".join(f"{x(p['streams']):.1f},{y(p[key] * scale):.1f}" for p in pts)
     out.append(f'<polyline points="{path}" class="c"/>')
     for p in pts:
@@ -100,6 +107,10 @@ def _cell(v: Any, digits: int | None) -> str:
     return f"{v * 100:.2f} %" if digits is None else f"{v:,.{digits}f}"
 
 
+def _repeats(n: int) -> str:
+    return f"{n} repeat" if n == 1 else f"{n} repeats"
+
+
 def render_page(result: dict[str, Any]) -> str:
     tol = result["tolerances"]
     per = result["per_process"]
@@ -124,5 +135,5 @@ def render_page(result: dict[str, Any]) -> str:
             f"</title><style>{STYLE}</style></head><body><h1>llmload calibrate</h1>"
             f"<p>{html.escape(result['host'])}, {html.escape(result['cpu_model'])}, {result['cores']} cores; "
             f"{html.escape(result['measured_at'])}; tolerances: {html.escape(result['tolerance'])}; "
-            f"{result['settings']['repeats']} repeats per step (medians).</p><p><b>{summary}</b></p>"
+            f"{_repeats(result['settings']['repeats'])} per step (medians).</p><p><b>{summary}</b></p>"
             f"<div>{''.join(charts)}</div><h2>Steps</h2><table><tr>{head}</tr>{rows}</table></body></html>\n")

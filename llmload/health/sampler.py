@@ -9,8 +9,7 @@ processes' CPU on this process's cores.
 Usage::
 
     health = ClientHealth(); health.start()
-    health.tokens += 128   # per finished request (the plugin does it)
-    health.coalesced += 2  # its reads that carried several tokens
+    health.finished(record)  # per finished request (the plugin does it): tokens, coalesced reads, timing
     health.take(streams=7)   # -> {"cpu": 37.5, "lag_p90_ms": 0.4, ..., "limited": False, "cause": "", "advice": ""}
 """
 
@@ -23,8 +22,10 @@ import gevent
 
 from llmload.health.calibration import Calibration
 from llmload.health.machine import MachineSampler
+from llmload.health.run_verdict import new_timing
 from llmload.health.stalls import StallStats, StallWatch
 from llmload.health.verdict import verdict
+from llmload.metrics.record import RequestRecord
 
 TICK_S = 0.05
 RUN_QUEUE_EVERY = 5  # ticks between run-queue samples
@@ -36,6 +37,7 @@ class ClientHealth:
         self.calibration = calibration
         self.tokens = 0  # output tokens of finished requests since the last take
         self.coalesced = 0  # ... and their reads that carried several tokens (gaps that cannot be known)
+        self.timing = new_timing()  # finished requests, and those whose timing a stall may have moved
         self._lags: list[float] = []
         self._cpu0 = time.process_time()
         self._wall0 = time.monotonic()
@@ -48,6 +50,7 @@ class ClientHealth:
             self._cpu0, self._wall0 = time.process_time(), time.monotonic()
             self._lags = []
             self.tokens = self.coalesced = 0
+            self.timing = new_timing()
             self.machine.start()
             self.stalls.start()
             self.stalls.take()
@@ -58,6 +61,19 @@ class ClientHealth:
             self._greenlet.kill(block=False)
             self._greenlet = None
         self.stalls.stop()
+
+    def finished(self, rec: RequestRecord) -> None:
+        """Account one finished request: its tokens, its coalesced reads, and whether a stall can
+        have moved its timings (see :func:`llmload.health.run_verdict.new_timing`)."""
+        self.tokens += rec.completion_tokens or 0
+        self.coalesced += rec.coalesced_reads
+        timing = self.timing
+        timing["requests"] += 1
+        if rec.coalesced_reads:
+            timing["coalesced"] += 1
+        if rec.clock_stamped and rec.t0 is not None and rec.e2e_ms is not None \
+                and self.stalls.stalled_during(rec.t0, rec.t0 + rec.e2e_ms / 1000.0):
+            timing["clock_in_stall"] += 1
 
     def _watch(self) -> None:
         machine = self.machine
@@ -82,6 +98,7 @@ class ClientHealth:
         lags, self._lags = sorted(self._lags), []
         tokens, self.tokens = self.tokens, 0
         coalesced, self.coalesced = self.coalesced, 0
+        timing, self.timing = self.timing, new_timing()
         stalls: StallStats = self.stalls.take()
 
         def pct(q: float) -> float:
@@ -93,7 +110,7 @@ class ClientHealth:
             "coalesced_share": round(coalesced / tokens, 5) if tokens else None,
             "streams": streams, "stalls_over_2ms": stalls.count, "stall_max_ms": round(stalls.max_ms, 2),
             "stall_cpu_max_ms": round(stalls.max_cpu_ms, 2), "stall_culprit": stalls.top_culprit(),
-            "stalls": stalls.to_wire(), **self.machine.take(cpu),
+            "stalls": stalls.to_wire(), "timing": timing, "interval_s": round(wall, 3), **self.machine.take(cpu),
         }
         sample["limited"], sample["cause"], sample["advice"] = verdict(sample, self.calibration)
         if wall < MIN_JUDGED_S:

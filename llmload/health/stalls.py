@@ -27,20 +27,23 @@ from __future__ import annotations
 
 import gc
 import inspect
+from collections import deque
 from time import perf_counter, thread_time
 from typing import Any
 
 import greenlet
 from gevent.hub import get_hub
 
+from llmload.health.stall_names import greenlet_name
 from llmload.net import turns
 
 STALL_MS = 2.0  # a loop turn longer than this is a stall (the issue's bar for anything periodic)
 BOUNDS_MS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)  # turn-length buckets, lower bounds
 KEEP_WORST = 5
 CPU_MARK_TURNS = 16
-HUB = "hub callbacks (socket reads, timers)"
+HUB = "llmload's own HTTP handling (the socket reader and timers, in the loop's callbacks)"
 OFF_CPU = "off CPU (the OS ran another process, or a blocking call)"
+RECENT_STALLS = 1024  # stall spans kept to tell whether a request was in flight during one
 
 
 def warm_inspect_cache() -> None:
@@ -172,19 +175,6 @@ def describe_stalls(s: StallStats, top: int = 3) -> str:
             f"{s.max_cpu_ms:.1f} ms (by CPU {_by_length(s.cpu_buckets)}); by cause (wall, CPU): {causes}; {gc_text}")
 
 
-def greenlet_name(g: Any, run: Any, args: tuple) -> str:
-    """What a greenlet runs, for people: ``user ChatUser``, ``Class.method`` or the function
-    (``run``, ``args``: the greenlet's, taken while it lived: gevent drops them when it ends)."""
-    if run is None:
-        return type(g).__name__
-    if getattr(run, "__name__", "") == "run_user" and args:  # Locust's user greenlets
-        return f"user {type(args[0]).__name__}"
-    owner = getattr(run, "__self__", None)
-    if owner is not None:
-        return f"{type(owner).__name__}.{getattr(run, '__name__', '?')}"
-    return getattr(run, "__qualname__", None) or repr(run)
-
-
 class StallWatch:
     """Times every loop turn of this thread's hub; see the module docstring."""
 
@@ -204,6 +194,17 @@ class StallWatch:
         self._gc_start = 0.0
         self._gc_s = 0.0
         self._gc_gen = 0
+        self.recent: deque[tuple[float, float]] = deque(maxlen=RECENT_STALLS)  # (start, end) of the latest stalls
+
+    def stalled_during(self, t0: float, t1: float) -> bool:
+        """A stall of the loop overlapped ``[t0, t1]`` (``perf_counter`` times): a request timed by
+        the clock after each read (no kernel timestamps) may then read late by up to its length."""
+        for start, end in reversed(self.recent):
+            if end < t0:
+                return False  # the spans come in order: every older one ended before t0 too
+            if start <= t1:
+                return True
+        return False
 
     @property
     def running(self) -> bool:
@@ -269,6 +270,8 @@ class StallWatch:
         cpu_ms = min(busy, max(0.0, cpu - self._cpu_mark - self._walls)) * 1000.0
         self._cpu_mark, self._walls, self._turns_since_mark = cpu, 0.0, 0
         busy_ms = busy * 1000.0
+        if busy_ms > STALL_MS:
+            self.recent.append((self._turn_start, now))
         self._stats.add(busy_ms, cpu_ms, self._culprit(busy_ms, self._hub_s + now - self._last_switch, cpu_ms))
 
     def _on_switch(self, event: str, args: Any) -> None:

@@ -18,11 +18,15 @@ The *cause* decides the advice:
 * ``stalls``: the loop stalls though neither this process nor the machine is busy: the stall's
   culprit says what blocks it.
 
+Each advice is ``reason: action``; the action per cause is :data:`ACTION`, so a run's verdict
+(:mod:`llmload.health.run_verdict`) can give the reasons of its intervals and each action once.
+
 Usage::
 
     limited, cause, advice = verdict({"cpu": 97.0, "lag_p90_ms": 3.1, ...}, calibration)
     # -> (True, "process", "this process is busy (CPU 97 % of a core): add worker processes (--processes)")
     describe(sample)            # "CPU 97 %, event-loop lag p90 3.1 ms, p99 ...; <advice>"
+    describe(sample, action=False)   # "...; this process is busy (CPU 97 % of a core)"
     errors_dominate(finished=40, errors=31)   # True: the server's failures come first
 """
 
@@ -61,8 +65,18 @@ def machine_busy(s: dict[str, Any]) -> bool:
     return others is not None and others >= OTHERS_MIN_CPU and s["cpu"] + others >= CPU_LIMIT * cores
 
 
+ACTION = {
+    "process": "add worker processes (--processes)",
+    "machine": "free the machine or run the load generator on another; more worker processes will not help",
+    "calibrated": "add worker processes (--processes)",
+    "stalls": "move that work out of the event loop, or make it smaller",
+}
+"""What to do, per cause: the second half of every advice (``reason: action``), said once per run."""
+
+
 def verdict(s: dict[str, Any], cal: Calibration | None = None) -> tuple[bool, str, str]:
-    """(limited, cause, advice) for one interval's sample. Pure."""
+    """(limited, cause, advice) for one interval's sample; the advice is ``reason: action``
+    (:data:`ACTION`). Pure."""
     over_rate = cal is not None and cal.exceeded_by(s.get("tps"), s.get("streams"))
     over_signals = cal.signals_over(s) if cal is not None and not over_rate else {}
     over_cal = over_rate or bool(over_signals)
@@ -73,32 +87,42 @@ def verdict(s: dict[str, Any], cal: Calibration | None = None) -> tuple[bool, st
     own_stalls = "stall_cpu_max_ms" in over_signals
     if s["cpu"] <= CPU_LIMIT and machine_busy(s) and not own_stalls:
         rq = s.get("run_queue")
-        return True, "machine", (
+        return _judged("machine", (
             f"the machine is busy, not this process (other processes {s.get('others_cpu') or 0:.0f} % of a core on "
             f"its {s.get('cores') or 1} core(s), run queue {'-' if rq is None else f'{rq:.1f}'} for "
-            f"{s.get('machine_cores') or '?'} cores, steal {s.get('steal_pct') or 0:.0f} %): free the machine or run "
-            "the load generator on another; more worker processes will not help")
+            f"{s.get('machine_cores') or '?'} cores, steal {s.get('steal_pct') or 0:.0f} %)"))
     if s["cpu"] > CPU_LIMIT:
-        return True, "process", f"this process is busy (CPU {s['cpu']:.0f} % of a core): add worker processes " \
-                                "(--processes)"
+        return _judged("process", f"this process is busy (CPU {s['cpu']:.0f} % of a core)")
     if over_cal:
         assert cal is not None
         within = f" within {cal.tolerance}" if cal.tolerance else " exactly"
         if over_rate:
-            return True, "calibrated", (
+            return _judged("calibrated", (
                 f"above what `llmload calibrate` measured one process can time{within} on this machine "
                 f"({cal.max_tps:.0f} tok/s, {cal.max_streams} streams; now {s.get('tps') or 0:.0f} tok/s, "
-                f"{s.get('streams') or 0} streams): add worker processes (--processes)")
-        return True, "calibrated", (
+                f"{s.get('streams') or 0} streams)"))
+        return _judged("calibrated", (
             f"{', '.join(over_signals.values())}: past what `llmload calibrate` allows at "
-            f"{s.get('streams') or 0} streams for timing{within}: add worker processes (--processes), "
-            "or find what blocks the loop")
+            f"{s.get('streams') or 0} streams for timing{within}"))
     culprit = s.get("stall_culprit") or "unknown"
-    return True, "stalls", (f"the event loop stalls (max {s.get('stall_max_ms') or 0:.1f} ms, mostly {culprit}) while "
-                            "neither this process nor the machine is busy: that work blocks the loop")
+    return _judged("stalls", f"the event loop stalls (max {s.get('stall_max_ms') or 0:.1f} ms, mostly {culprit}) while "
+                             "neither this process nor the machine is busy")
 
 
-def describe(sample: dict[str, Any]) -> str:
+def _judged(cause: str, reason: str) -> tuple[bool, str, str]:
+    return True, cause, f"{reason}: {ACTION[cause]}"
+
+
+def reason_of(sample: dict[str, Any]) -> str:
+    """The advice of a sample without its action (:data:`ACTION`): why it was limited."""
+    advice, action = sample.get("advice") or "", ACTION.get(sample.get("cause") or "", "")
+    return advice[: -len(action) - 2] if action and advice.endswith(f": {action}") else advice
+
+
+def describe(sample: dict[str, Any], action: bool = True) -> str:
+    """The sample's CPU and loop lag, and its advice (``action=False``: its reason alone, for a
+    text that gives the action once, as the end-of-run verdict does)."""
     text = (f"CPU {sample['cpu']:.0f} %, event-loop lag p90 {sample['lag_p90_ms']:.1f} ms, "
             f"p99 {sample['lag_p99_ms']:.1f} ms")
-    return f"{text}; {sample['advice']}" if sample.get("advice") else text
+    why = sample.get("advice") if action else reason_of(sample)
+    return f"{text}; {why}" if why else text

@@ -89,7 +89,8 @@ def outcome_of(rec: RequestRecord, step: int, max_steps: int) -> str | None:
 
 
 class TaskStats:
-    """Per-scenario task totals, mergeable across processes (like :class:`llmload.metrics.stats.ScenarioStats`).
+    """Per-scenario task totals, mergeable across processes (like
+    :class:`llmload.metrics.scenario_stats.ScenarioStats`).
 
     ``within`` counts tasks that did not fail and finished within the scenario's task SLO
     (``task_pNN_s``), judged exactly when each task is added.

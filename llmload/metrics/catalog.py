@@ -27,7 +27,7 @@ the dashboard, accepted by ``--slo`` and reported, with no further edit (the tab
 table, the report's step table, ``compare`` and the vLLM export show it when its ``tab``,
 ``summary``, ``report``, ``headline`` or ``vllm`` say so). A metric without a row column (like
 ``itl``, fed per chunk) also needs its feed, which carries ``itl`` by name today:
-``stats.ScenarioStats.add``'s ``record_many`` and ``live.LiveWindow.add_itl_delta``.
+``scenario_stats.ScenarioStats.add``'s ``record_many`` and ``live.LiveWindow.add_itl_delta``.
 tests/unit/test_metric_catalog.py then checks that every surface shows it.
 
 Usage::
@@ -78,8 +78,9 @@ class Metric:
     """``--slo`` and scenario ``slo:`` accept ``{name}_{pNN|mean|median}_{unit}``."""
     dashboard: bool = True
     """The live dashboard draws a chart of its ``live`` statistics."""
-    digits: int = 1
-    """Decimals in the end-of-run table."""
+    differs_from: str = ""
+    """The dashboard shows its chart only once a sample differs from this metric's: TTFT visible is
+    TTFT itself for a plain chat (no reasoning before the content), a copy not worth a panel."""
     headline: bool = False
     """A panel of the report's latency charts (throughput vs latency, percentiles per step, compare's curves) and
     ``llmload compare``'s columns at matched load."""
@@ -111,14 +112,14 @@ METRICS: tuple[Metric, ...] = (
            live=("p50", "p95", "p99", "mean"), tab=("p50", "p95", "p99"), tab_default=("p50", "p95"),
            summary=("p50", "p95", "p99"), report=("p50", "p95", "p99"), headline=True, vllm="ttft"),
     Metric("ttft_visible", "TTFT visible", "t0 to the first non-empty content (after any reasoning), over ok "
-           "requests", row_column="ttft_visible_ms", report=("p50", "p95", "p99")),
+           "requests", row_column="ttft_visible_ms", report=("p50", "p95", "p99"), differs_from="ttft"),
     Metric("tpot", "TPOT", "time per output token after the first: (E2E - TTFT) / (output tokens - 1), over ok "
            "requests with at least 2 output tokens", row_column="tpot_ms", tab=("p50", "p95"), tab_default=("p50",),
-           summary=("p50", "p95", "p99"), report=("p50", "p95", "p99"), digits=2, headline=True,
+           summary=("p50", "p95", "p99"), report=("p50", "p95", "p99"), headline=True,
            vllm="tpot"),
     Metric("itl", "ITL", "inter-token latency: every gap between consecutive output events of every ok stream "
            "(per chunk, not per request; gaps into and inside a coalesced read left out)", tab=("p99",),
-           tab_default=("p99",), summary=("p99",), slo=False, digits=2),
+           tab_default=("p99",), summary=("p99",), slo=False),
     Metric("itl_max", "ITL max", "a request's largest gap between output events (its worst stall), over ok "
            "requests", row_column="itl_max_ms", live=("max",), tab=("max",), report=("p99",)),
     Metric("e2e", "E2E", "end to end: t0 to the end of the stream (for a failed request: to the moment it "
@@ -143,6 +144,27 @@ request metric."""
 INTENDED_HIT_TOLERANCE = 0.10
 """``prefix_hit_rate``: how far the server-reported cached share may be from the intended one (in
 share of prompt tokens) before the summary and the report warn."""
+
+SURPRISE_HITS = 0.2
+"""How far the server-reported cached share may exceed what the workload makes possible (its shared
+prefixes, plus what it resends by design: a session's history, a call graph's parent context, an
+agent's loop, a fixed system prompt; ``resent_input_tokens``) before the summary warns of a cache it
+cannot explain (an earlier run with the same prompts)."""
+
+
+def possible_hit_share(prefix_share: float | None, resent_share: float | None) -> float | None:
+    """The cached share of prompt tokens a workload makes possible: its shared prefixes' share plus
+    what it resends by design, at most 1; None when neither is known (a dataset's prompts, which
+    may repeat: no warning)."""
+    if prefix_share is None and not resent_share:
+        return None
+    return min(1.0, (prefix_share or 0.0) + (resent_share or 0.0))
+
+
+def unexplained_hits(cached_share: float, possible: float | None) -> bool:
+    """The server answered more of the prompts from its cache than the workload can explain."""
+    return possible is not None and cached_share > possible + SURPRISE_HITS
+
 
 TASK_SYNONYMS = ("session",)
 """SLO stems that mean task time: a call-graph session is a task (``session_p95_s`` = ``task_p95_s``)."""
@@ -238,9 +260,11 @@ def live_keys() -> tuple[str, ...]:
 
 
 def dashboard_spec() -> list[dict[str, object]]:
-    """What the dashboard page fetches (``llmload/metrics.json``): one chart per metric, its series the live keys."""
+    """What the dashboard page fetches (``llmload/metrics.json``): one chart per metric, its series the live keys
+    (``differs_from``: per series, the key of the metric it must differ from to be shown; "" for none)."""
     return [{"name": m.name, "title": f"{m.label} ({m.unit})", "description": m.description,
-             "series": [{"name": s, "key": m.key(s)} for s in m.live if s != "mean"]}
+             "series": [{"name": s, "key": m.key(s)} for s in m.live if s != "mean"],
+             "differs_from": m.differs_from and {s: BY_NAME[m.differs_from].key(s) for s in m.live if s != "mean"}}
             for m in METRICS if m.dashboard and m.live]
 
 

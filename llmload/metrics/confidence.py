@@ -93,10 +93,11 @@ def _needed(estimate: float, target: float, variance: float) -> float | None:
 
 
 def settle_text(verdict: dict[str, Any]) -> str:
-    """``~120 more requests (~24 s at this step)``, or why it cannot be said."""
+    """What would settle a borderline verdict, as the report's page and the console both say it:
+    ``about 120 more requests, or 24 s more at this step, would settle it``, or why it cannot be said."""
     more = verdict.get("settle_requests")
     if more is None:
         return "right at the limit: no number of requests settles it"
     secs = verdict.get("settle_seconds")
-    return f"~{more:,} more request{'s' if more != 1 else ''}" + (f" (~{secs:g} s at this step)"
-                                                                  if secs is not None else "")
+    return (f"about {more:,} more request{'s' if more != 1 else ''}"
+            + (f", or {secs:g} s more at this step," if secs is not None else "") + " would settle it")

@@ -10,12 +10,17 @@ milliseconds). Merging adds counts, so merged percentiles are exactly those of t
 are kept at once, the buckets are counted with numpy when ``PENDING_MAX`` values wait or when
 anything reads them (about 20 ns a value instead of 0.5 µs; benchmarks/request_overhead.py).
 
+Two values less than a bucket apart (2 %) can come out as one percentile: 28.665, 28.83 and 29.01
+all read 28.79. So a percentile is shown with :data:`SIGNIFICANT` digits (:func:`significant`,
+:func:`figure`): about what the 1 % supports, and no digit that suggests more.
+
 Usage::
 
     h = Histogram()
     h.record(12.5)
     h.merge(other)
     h.percentile(99)        # nearest-rank p99, ≤ 1 % off
+    figure(h.percentile(99))   # "12.5": 3 significant digits, as text
 """
 
 from __future__ import annotations
@@ -151,3 +156,30 @@ class Histogram:
 
     def __bool__(self) -> bool:
         return self.count > 0
+
+
+SIGNIFICANT = 3
+"""Digits a percentile is shown with: the buckets are 2 % wide, each value ≤ 1 % off."""
+
+
+def significant(v: float | None, digits: int = SIGNIFICANT) -> float | None:
+    """``v`` rounded to ``digits`` significant digits (57.234 → 57.2, 12345.6 → 12300.0), as a number;
+    None for None, NaN or infinity (no number to show)."""
+    if v is None or not math.isfinite(v):
+        return None
+    if v == 0:
+        return 0.0
+    r = round(v, digits - 1 - math.floor(math.log10(abs(v))))
+    return float(r)
+
+
+def figure(v: float | None, digits: int = SIGNIFICANT) -> str:
+    """``v`` as text with ``digits`` significant digits, never in e-notation (0.9805 → "0.981",
+    5.0 → "5.00", 12345.6 → "12300", 999.6 → "1000"); "-" when there is no number."""
+    r = significant(v, digits)
+    if r is None:
+        return "-"
+    if r == 0:
+        return "0"
+    decimals = digits - 1 - math.floor(math.log10(abs(r)))  # of the rounded value: 999.6 → 1000 has one fewer
+    return f"{r:.{max(decimals, 0)}f}"

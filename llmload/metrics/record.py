@@ -79,6 +79,7 @@ class RequestMeta:
     model: str = ""  # the model the request named, when its scenario mixes models (models:)
     priority: str = ""  # the request's priority class (priority:), when its scenario has one
     audio_seconds: float | None = None  # audio transcription: the length of the audio sent
+    resent_input_tokens: int | None = None  # of requested_input_tokens, what the workload sent before by design
     span_id: str = ""  # --trace-context: the traceparent's parent id, the client span's (not a CSV column)
 
 
@@ -109,6 +110,8 @@ class RequestRecord:
     t0: float | None = None  # perf_counter() at t0, to hold timings against a server's own log
     retry_after: str = ""  # the response's Retry-After header, if any (not a CSV column)
     backoff_ms: float | None = None  # how long the user waited after this request (429/503/unreachable)
+    response_bytes: int = 0  # the response body's bytes as received (Locust's "size" of the request; not a CSV column)
+    clock_stamped: bool = False  # timed by the clock after each read, not the kernel's receive stamps (TLS, the SDK)
 
     @property
     def ok(self) -> bool:
@@ -127,6 +130,7 @@ class RequestRecord:
             m.arrival_rate, m.run_id or None, self.coalesced_reads, m.step_kind, m.requested_image_tokens,
             rounded(self.backoff_ms), m.call_id or None, m.call_after or None, m.trace_id or None,
             m.phase or None, m.inputs, m.model or None, m.priority or None, rounded(m.audio_seconds),
+            m.resent_input_tokens,
         )
 
 

@@ -203,7 +203,7 @@ class _Hist(Protocol):
 
 
 class WindowStats(Protocol):
-    """What live evaluation needs of :class:`llmload.metrics.stats.ScenarioStats`."""
+    """What live evaluation needs of :class:`llmload.metrics.scenario_stats.ScenarioStats`."""
 
     hist: dict[str, _Hist]
     status_counts: dict[str, int]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from llmload.argtypes import PORT, POSITIVE_SECONDS, PROBABILITY, number
 from llmload.mock.api.admin_api import ADMIN_PATHS
-from llmload.mock.engine.batching_engine import EngineParams
+from llmload.mock.engine.engine_base import EngineParams
 from llmload.mock.engine.metrics_state import METRIC_FORMATS
 from llmload.mock.engine.priority_engine import POLICIES
 from llmload.mock.front.faults import Fault, parse_fault_rate

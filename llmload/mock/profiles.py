@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmload.mock.engine.batching_engine import EngineParams
+from llmload.mock.engine.engine_base import EngineParams
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ import json
 import logging
 import random
 import socket
-import time
 from time import perf_counter
 
 import gevent
@@ -29,29 +28,24 @@ from gevent.server import StreamServer
 from llmload.mock.api import openai_api as api
 from llmload.mock.api.admin_api import ADMIN_PATHS, AdminLog, serve_admin
 from llmload.mock.api.embeddings_api import EmbeddingBatcher
-from llmload.mock.api.messages_api import full_response as full_messages_response
-from llmload.mock.api.messages_api import parse_messages_body
-from llmload.mock.api.responses_api import full_response as full_responses_response
-from llmload.mock.api.responses_api import parse_responses_body
-from llmload.mock.api.structured import plan_reply
-from llmload.mock.engine.batching_engine import BatchingEngine, EngineRequest
+from llmload.mock.api.handler import PlainApi, StreamApi
+from llmload.mock.engine.batching_engine import BatchingEngine
 from llmload.mock.engine.fixed_engine import FixedEngine
 from llmload.mock.engine.metrics_state import EngineStats, LatencyHistogram
 from llmload.mock.engine.priority_engine import make_engine
 from llmload.mock.engine.spec_decode import SpecDecode
-from llmload.mock.front.admission import turn_away
-from llmload.mock.front.audio_serve import serve_transcription
-from llmload.mock.front.body_endpoints import BODY_PATHS, serve_whole_body
+from llmload.mock.front.body_endpoints import serve_plain
+from llmload.mock.front.completion import serve_completion
 from llmload.mock.front.faults import Fault, FaultPicker
 from llmload.mock.front.http_request import RequestError, parse_request
-from llmload.mock.front.lora import LoraSlots, wait_for_adapter
+from llmload.mock.front.lora import LoraSlots
 from llmload.mock.front.served_stream import ServedStream
 from llmload.mock.options import MockConfig
 from llmload.mock.telemetry.gpu_telemetry import GpuMeter, render_dcgm
 from llmload.mock.telemetry.prometheus import render_metrics
 from llmload.mock.telemetry.request_log import RequestLog
 from llmload.net import timestamps as netstamp
-from llmload.wire.audio import TRANSCRIPTIONS_PATH
+from llmload.wire.endpoints import ENDPOINTS, part
 
 log = logging.getLogger("llmload.mock")
 
@@ -71,9 +65,6 @@ def _recv_stamped(sock: socket.socket, size: int, timestamps: bool) -> tuple[byt
     return data, perf_counter() if t is None else t
 
 
-SESSION_HEADER = "x-session-id"  # logged when a request carries it (headers arrive lower-cased)
-
-
 class MockServer:
     """The mock's HTTP server. ``start()`` binds and returns the address; ``stop()`` ends it."""
 
@@ -90,6 +81,7 @@ class MockServer:
         self.gpu = GpuMeter(config.gpu, perf_counter())  # its clock restarts at start()
         self.engine.gpu = self.gpu
         self.faults = FaultPicker(config.fault_rates, config.seed)
+        self.handlers = {e.path: part(e.mock) for e in ENDPOINTS if e.mock}  # path -> StreamApi, PlainApi, BodyApi
         self.lora = LoraSlots(config.lora, config.model) if config.lora is not None else None  # --lora-adapters
         self._rng = random.Random(config.seed)
         self._wake = gevent.event.Event()
@@ -224,18 +216,19 @@ class MockServer:
 
     def _route(self, sock, method: str, path: str, headers: dict[str, str], body: bytes, rx_mono: float) -> bool:
         """Serve one request; False when the connection must end."""
-        if path in ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages"):
+        handler = self.handlers.get(path)  # an endpoint's, as llmload.wire.endpoints declares it
+        if isinstance(handler, StreamApi):
             if method != "POST":
                 self._send(sock, 405, api.error_body(405, f"{path} takes POST"))
                 return True
-            return self._completion(sock, path, headers, body, rx_mono)
-        if path in BODY_PATHS and method == "POST":
-            return serve_whole_body(self, sock, path, headers, body, rx_mono)
+            return serve_completion(self, sock, handler, headers, body, rx_mono)
+        if handler is not None and method == "POST":
+            if isinstance(handler, PlainApi):
+                return serve_plain(self, sock, handler, path, headers, body, rx_mono)
+            return handler.serve(self, sock, path, headers, body, rx_mono)
         if path in ADMIN_PATHS:  # the cache resets and the profiler (admin_api)
             serve_admin(self, sock, method, path, body)
             return True
-        if path == TRANSCRIPTIONS_PATH and method == "POST":
-            return serve_transcription(self, sock, headers, body, rx_mono)
         if method != "GET":
             self._send(sock, 405, api.error_body(405, f"{path} takes GET"))
         elif path == "/health":
@@ -255,115 +248,6 @@ class MockServer:
         else:
             self._send(sock, 404, api.error_body(404, f"no route {path}"))
         return True
-
-    def _completion(self, sock, path: str, headers: dict[str, str], body: bytes, rx_mono: float) -> bool:
-        # Arrival is when the kernel received the request's last bytes, not when this loop got
-        # round to reading them: the log's TTFT then includes the mock's own queueing, as a
-        # client sees it, and a client's timing error can be measured against it.
-        arrival_mono = rx_mono
-        arrival_unix = time.time() - (perf_counter() - rx_mono)
-        self._ids += 1
-        self.gpu.load_started(arrival_mono)
-        rid = headers.get("x-request-id") or f"mock-{self._ids}"
-        self.requests_total += 1
-        try:
-            fault = self.faults.pick(headers.get("x-mock-fault"))
-        except ValueError as e:
-            self._send(sock, 400, api.error_body(400, str(e)))
-            self._log_request(rid, arrival_mono, arrival_unix, None, "error:400", 0, 0)
-            return True
-        if fault is not None and fault.kind == "http":
-            ra = self.config.retry_after_s
-            extra = f"retry-after: {ra:g}\r\n" if ra is not None and fault.status in (429, 503) else ""
-            self._send(sock, fault.status, api.error_body(fault.status, f"mock fault: HTTP {fault.status}"),
-                       extra=extra)
-            self._log_request(rid, arrival_mono, arrival_unix, None, f"fault:{fault.status}", 0, 0, fault)
-            return True
-        try:
-            if path == "/v1/responses":
-                req = parse_responses_body(body, self.config.model)
-            elif path == "/v1/messages":
-                req = parse_messages_body(body, self.config.model)
-            else:
-                req = api.parse_body(body, path == "/v1/chat/completions", self.config.model)
-            output = api.choose_output_tokens(req, self.max_model_len, self.config.output_mean_tokens, self._rng)
-            cap = req.max_tokens if req.max_tokens is not None else self.max_model_len - len(req.prompt_words)
-        except api.BadRequest as e:
-            self._send(sock, 400, api.error_body(400, str(e)))
-            self._log_request(rid, arrival_mono, arrival_unix, None, "error:400", 0, 0)
-            return True
-        if self.lora is not None and not self.lora.serves(req.model):
-            self._send(sock, 404, self.lora.not_found_body(req.model))
-            self._log_request(rid, arrival_mono, arrival_unix, None, "error:404", 0, 0)
-            return True
-        if turn_away(self, sock, req, rid, arrival_mono, arrival_unix):  # --max-queue: the queue ahead is full
-            return True
-        stream = ServedStream(self.engine, sock, req, rid, fault, arrival_mono, arrival_unix)
-        stream.max_tokens_cap = cap
-        if self.config.log_tokens:
-            stream.token_monos = []
-        plan = plan_reply(req.tools, req.tool_choice, req.response_format, self._rng, self.config.tool_call_rate)
-        stream.pieces = plan.pieces(output, self._ids)
-        if plan.kind == "tool":
-            stream.tool = (plan.call_id, plan.tool_name)
-        elif req.thinking_budget:  # Messages with extended thinking: the reply's first tokens are thinking
-            stream.fmt.thinking = min(req.thinking_budget, output // 2)
-        if req.stream:
-            sock.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
-                         b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
-        engine_req = EngineRequest(prompt_words=req.prompt_words, output_tokens=output, priority=req.priority)
-        if fault is not None and fault.kind == "slow_first":
-            engine_req.slow_first_s = fault.seconds
-        if fault is not None and fault.kind == "stall":
-            engine_req.stall_after, engine_req.stall_s = 1, fault.seconds
-        adapter, queued_at = wait_for_adapter(self.lora, req.model, req.priority, self.engine)  # slot and load
-        seq = self.engine.submit(engine_req, queued_at)  # queued_at: before the wait, which is queue time
-        seq.user = stream
-        stream.seq = seq
-        if seq.finished:  # zero tokens asked for
-            stream.finish_reason = "length"
-            stream.on_emission(0, True, True, 0)
-        self._wake.set()
-        stream.watcher = gevent.get_hub().loop.io(sock.fileno(), 1)
-        stream.watcher.start(stream.on_readable)
-        try:
-            while True:
-                stream.attention.wait()
-                stream.attention.clear()
-                if stream.outbox and not stream.gone:
-                    pending, stream.outbox = b"".join(stream.outbox), []
-                    try:
-                        sock.sendall(pending)
-                    except OSError:
-                        stream._client_gone()
-                if stream.done and not stream.outbox:
-                    break
-        finally:
-            stream.stop_watching()
-            if not stream.done:  # killed (server stopping)
-                self.engine.abort(seq)
-            if adapter is not None:
-                self.lora.release(adapter)
-        if not req.stream and not stream.gone:
-            text = "".join(stream.text)
-            cached = seq.cached_tokens
-            if req.messages_api:
-                answer = full_messages_response(rid, req.model, text, stream.finish_reason or "stop",
-                                                len(req.prompt_words), seq.generated, cached, stream.tool)
-            elif req.responses:
-                answer = full_responses_response(rid, req.model, int(arrival_unix), text, len(req.prompt_words),
-                                                 seq.generated, cached)
-            else:
-                answer = api.full_response(req.chat, rid, req.model, int(arrival_unix), text,
-                                           stream.finish_reason or "stop", len(req.prompt_words), seq.generated,
-                                           cached, stream.tool)
-            self._send(sock, 200, answer)
-            stream.first_mono = stream.first_mono or perf_counter()
-            stream.last_mono = perf_counter()
-        self._log_request(rid, arrival_mono, arrival_unix, stream, stream.outcome, len(req.prompt_words),
-                          seq.cached_tokens, fault, req.image_tokens, plan.kind, headers.get(SESSION_HEADER),
-                          headers.get("traceparent"))
-        return not stream.gone
 
     def _log_request(self, rid: str, arrival_mono: float, arrival_unix: float, stream: ServedStream | None,
                      outcome: str, prompt_tokens: int, cached: int, fault: Fault | None = None,

@@ -40,21 +40,25 @@ from llmload.health.calibration import load_calibration
 from llmload.health.fleet import ClientView
 from llmload.health.sampler import ClientHealth
 from llmload.metrics.agent_tasks import TaskRecord
-from llmload.metrics.record import CANCELLED, OK, RequestRecord
+from llmload.metrics.record import RequestRecord
 from llmload.metrics.slo import task_limit_s
 from llmload.metrics.stats import LLMStats
 from llmload.plugin.cluster import messages
 from llmload.plugin.cluster.role_for import make_role
 from llmload.plugin.options.flags import add_arguments, option
-from llmload.plugin.output.live import LiveHistory, LiveWindow
+from llmload.plugin.output.live import HISTORY_INTERVAL_S, LiveHistory, LiveWindow
+from llmload.plugin.output.locust_table import to_locust
 from llmload.plugin.output.run_files import RunFiles
 from llmload.plugin.output.run_manifest import RunIdentity
 from llmload.plugin.output.span_export import SpanExport
-from llmload.plugin.run.config import ConfigError, RunConfig, UserSetup
+from llmload.plugin.run.config import ConfigError, RunConfig
+from llmload.plugin.run.interrupt import deliver_sigint_to_main
 from llmload.plugin.run.isolated import run_each
 from llmload.plugin.run.isolation_setup import install_isolation
+from llmload.plugin.run.option_scope import install_applied_shape
 from llmload.plugin.run.server_hooks import ServerHooks
 from llmload.plugin.run.startup import ConfigGate
+from llmload.plugin.run.user_setup import UserSetup
 from llmload.plugin.users.trace_replay import ReplayLink
 from llmload.plugin.web.views import RunViews
 from llmload.server_metrics.scrape import ServerMetricsScraper, start_gpu_scraper, start_scraper
@@ -67,13 +71,13 @@ from llmload.workload.shared import SharedState
 
 log = logging.getLogger("llmload")
 
-HISTORY_INTERVAL_S = 2.0
 
 events.init_command_line_parser.add_listener(add_arguments)
 
 
 @events.init.add_listener
 def on_init(environment: Environment, **_kw: Any) -> None:
+    deliver_sigint_to_main()  # Ctrl+C must not kill the master's listener mid-message
     plugin = get_plugin(environment)
     plugin.check_at_init()
     plugin.install_warmup()
@@ -109,7 +113,7 @@ class LLMLoadPlugin:
         self.in_flight: dict[str, int] = {}  # scenario → requests on the wire in this process
         self.health = ClientHealth()
         self.live = LiveWindow()
-        self.history = LiveHistory()
+        self.history = LiveHistory(started=time.time(), interval_s=HISTORY_INTERVAL_S)
         self.stop_reason = ""  # set by a shape that stopped (or held) on an SLO
         self.warmup_rows = WarmupRows()  # --warmup-seconds: marks the warm-up's rows (the process that writes them)
         self.phase_marks = PhaseMarks()  # --isolation: marks each row with its phase, likewise
@@ -168,6 +172,7 @@ class LLMLoadPlugin:
         if not self.role.leads or self.gate.error or isinstance(env.shape_class, WarmupShape):
             return
         install_isolation(env, self.config.isolation)  # --isolation: its phases are the run's shape
+        install_applied_shape(env, self.config.applied_shape, self.config.shape)  # --steps, no shape in the locustfile
         plan = self.config.warmup
         if plan is not None:
             env.shape_class = WarmupShape(env.shape_class, plan)
@@ -229,25 +234,9 @@ class LLMLoadPlugin:
     # -- the data path ---------------------------------------------------------------------------
     def record(self, rec: RequestRecord) -> None:
         """Account one finished request (called by users, on workers or locally)."""
-        env = self.env
-        name = rec.meta.scenario
-        if rec.status != CANCELLED:
-            env.events.request.fire(
-                request_type="LLM", name=name, response_time=rec.e2e_ms or 0.0,
-                response_length=rec.completion_tokens or 0,
-                exception=None if rec.status == OK else rec.status, context={"request_id": rec.meta.request_id},
-            )
-        if rec.status == OK and env.runner is not None:
-            # Extra rows in Locust's table; logged on the entries alone so the Aggregated row
-            # (stats.total) still counts each request once.
-            stats = env.runner.stats
-            if rec.ttft_ms is not None:
-                stats.get(name, "TTFT").log(rec.ttft_ms, 0)
-            if rec.tpot_ms is not None:
-                stats.get(name, "TPOT").log(rec.tpot_ms, 0)
+        to_locust(self.env, rec)
         self.stats.add(rec, track_delta=True)
-        self.health.tokens += rec.completion_tokens or 0
-        self.health.coalesced += rec.coalesced_reads
+        self.health.finished(rec)
         self.pending_rows.append(rec.row())
         if self.spans is not None:
             self.spans.export(rec)  # after the request, from its record: nothing per token
@@ -297,7 +286,7 @@ class LLMLoadPlugin:
         self.pending_rows.clear()  # the worker link holds this very list
         prefix = self.option("csv_prefix")
         self.live = LiveWindow()
-        self.history = LiveHistory()
+        self.history = LiveHistory(started=time.time(), interval_s=HISTORY_INTERVAL_S)
         self.stop_reason = ""
         self.clients = ClientView()
         run_each("the start of the test", (

@@ -19,8 +19,10 @@ from llmload.report.capacity import cost_at, find_capacity, plan_for
 from llmload.report.load import ReportError, load_requests
 from llmload.report.model import DEFAULT_WARMUP_S, Report, ReportOptions, Section
 from llmload.report.run_identity import read_manifest, search_warmup, search_windows
+from llmload.report.sections.client_limits import flag_client_limited_steps, load_client_limits
 from llmload.report.sections.gpu import GpuRun, attach_gpu_metrics, flag_gpu_steps, load_gpu_metrics
 from llmload.report.sections.prefix_truth import check_intended_hits
+from llmload.report.sections.replicas import ReplicaRun, flag_lost_members, load_replicas, replicas_json
 from llmload.report.sections.server import attach_server_metrics
 from llmload.report.steps import mark_step_endings, measure_steps, model_column
 
@@ -54,7 +56,8 @@ def prefix_cache_stats(df: pd.DataFrame) -> dict[str, Any] | None:
 
 def _section(name: str, df: pd.DataFrame, slos: list[SLO], opts: ReportOptions, warmup_s: float,
              notes: list[str], warnings: list[str], judged: list[SLO], scenarios: list[str], scope: str | None,
-             windows: list[tuple[float, float, float]], gpus: GpuRun | None = None) -> Section:
+             windows: list[tuple[float, float, float]], gpus: GpuRun | None = None,
+             replicas: ReplicaRun | None = None) -> Section:
     """``slos``: the section's own (shown); ``judged``: those its steps are judged by (the whole run of
     several scenarios: the unscoped ones and every scenario's scoped ones, :mod:`llmload.metrics.step_verdict`)."""
     step_slos = step_slos_of(judged, scenarios)  # task SLOs are judged over tasks (report.tasks)
@@ -66,7 +69,8 @@ def _section(name: str, df: pd.DataFrame, slos: list[SLO], opts: ReportOptions, 
     if any(s.scenario is not None and s.scenario != scope for s in step_slos):
         notes.append("the whole run's capacity holds every SLO, the scenario-scoped ones included")
     flag_gpu_steps(steps, gpus, opts.allow_throttled)  # a throttled step is never capacity
-    capacity = find_capacity([s.data for s in steps], bool(step_slos))
+    flag_lost_members(steps, replicas)  # nor is one in which the fleet lost a replica
+    capacity = find_capacity([s.data for s in steps], bool(step_slos), opts.sample_floor)
     unit = "req/s arrivals" if steps and steps[0].data["arrival_rate"] is not None else "users"
     if capacity.get("non_monotone"):
         levels = ", ".join(f"{lv:g}" for lv in capacity["non_monotone"])
@@ -138,6 +142,7 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
                         f"the run has {', '.join(scenario_names)}{models_text}")
     slos = with_error_budget(given, opts.error_budget)
     gpus = load_gpu_metrics(prefix)  # PREFIX_gpu_metrics.csv: flags throttled steps before capacity
+    fleet = load_replicas(prefix)  # several --server-metrics endpoints: each replica, and lost members
     # A run of one scenario is that scenario: its scoped SLOs apply to the whole run too.
     scope = scenario_names[0] if len(scenario_names) == 1 else None
     windows = search_windows(manifest)
@@ -152,10 +157,11 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
             served = set(model_of[(df["scenario"] == name).to_numpy()])
             mine = [s for s in slos_for(slos, name) if s.model is None or s.model in served]
             scenarios[name] = _section(name, sub, mine, opts, warmup, notes, warnings, mine, scenario_names, name,
-                                       windows, gpus)
+                                       windows, gpus, fleet)
     whole = slos_for(slos, scope)
     judged = whole if scope is not None else slos  # several scenarios: the scoped SLOs hold for the whole run too
-    overall = _section("all", df, whole, opts, warmup, notes, warnings, judged, scenario_names, scope, windows, gpus)
+    overall = _section("all", df, whole, opts, warmup, notes, warnings, judged, scenario_names, scope, windows, gpus,
+                       fleet)
     if len(scenario_names) == 1:
         scenarios[scenario_names[0]] = overall
     shape = (manifest or {}).get("shape") or {}
@@ -169,6 +175,12 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
         notes.append(f"precision stop (--step-precision {pct_text} %): {early} of "
                      f"{len(shape['step_log'])} step(s) ended early, once the 95 % intervals of the SLO percentiles "
                      "were within that share of their values; the others ran to --step-seconds")
+    limits = load_client_limits(prefix)  # PREFIX_llm_history.csv: steps the load generator itself limited
+    unit = "req/s arrivals" if loaded.level == "arrival_rate" else "users"
+    for sec in scenarios.values():
+        if sec is not overall:
+            flag_client_limited_steps(sec.steps, limits, unit)
+    warnings += flag_client_limited_steps(overall.steps, limits, unit)
     if not overall.steps:
         warnings.append(f"no step lasted longer than the {warmup:g} s warm-up: nothing was measured "
                         "(try --warmup-s 0)")
@@ -181,6 +193,11 @@ def build_report(prefix: str | list[str], opts: ReportOptions | None = None) -> 
                     notes=notes, df=df, level=loaded.level, warmup_s=warmup, error_budget=budget_text(opts),
                     run_id=loaded.run_id, manifest=manifest)
     attach_server_metrics(report, files.prefix_of(first), loaded.warmup_timing)  # PREFIX_server_metrics.csv
+    report.replicas = replicas_json(overall.steps, fleet, df)
+    for m in (report.replicas or {}).get("lost", []):
+        warnings.append(f"the fleet lost a member: {m['endpoint']} stopped answering its metrics at "
+                        f"{m['down_since']:.1f} (last answered {m['last_answered']:.1f}); {m['failed_requests']} "
+                        "request(s) failed after that; the steps from then on are never capacity")
     report.warnings.extend(check_intended_hits(manifest, scenarios))  # prefix_hit_rate against cached_tokens
     attach_gpu_metrics(report, gpus)  # PREFIX_gpu_metrics.csv
     return report

@@ -29,7 +29,7 @@ import math
 from typing import Any
 
 from llmload.metrics.catalog import AUDIO_HOUR_PRICE
-from llmload.metrics.step_verdict import monotone_capacity
+from llmload.metrics.step_verdict import SAMPLE_FLOOR, monotone_capacity
 
 HOURS_PER_MONTH = 730.0
 
@@ -48,8 +48,9 @@ def _broken(step: dict[str, Any]) -> list[str]:
     return [k for k, v in step["slo"].items() if not v["met"]]
 
 
-def find_capacity(steps: list[dict[str, Any]], has_slos: bool) -> dict[str, Any]:
-    """Steps in any order; each has ``level`` (users, or arrival rate for open-loop runs)."""
+def find_capacity(steps: list[dict[str, Any]], has_slos: bool, sample_floor: int = SAMPLE_FLOOR) -> dict[str, Any]:
+    """Steps in any order; each has ``level`` (users, or arrival rate for open-loop runs);
+    ``sample_floor``: the ok requests a step needed for a verdict (what a thin step lacked)."""
     ordered = sorted(steps, key=lambda s: (_level(s), s["start_time"]))
     # A thin step has no verdict; a step the GPUs were throttled in measured another GPU
     # (llmload.report.sections.gpu): neither is judged, and neither can be capacity.
@@ -75,8 +76,7 @@ def find_capacity(steps: list[dict[str, Any]], has_slos: bool) -> dict[str, Any]
         assert failing is not None
         out = {"users": None, "rps": None, "output_tps": None, "next_step_users": failing["users"],
                "next_step_level": first_fail,
-               "limited_by": ", ".join(_broken(failing)) + f" (broken already at the lowest step, "
-                                                            f"{failing['users']} users)"}
+               "limited_by": ", ".join(_broken(failing)) + f" ({_first_broken(failing, thin, sample_floor)})"}
     else:
         cap = [s for s in judged if _level(s) == best][-1]
         out = _point(cap)
@@ -98,6 +98,28 @@ def find_capacity(steps: list[dict[str, Any]], has_slos: bool) -> dict[str, Any]
     if skipped:
         out["never_capacity"] = skipped
     return out
+
+
+def _at(step: dict[str, Any]) -> str:
+    """``the 8-user step`` (or ``the 4-req/s step`` of an open-loop run)."""
+    rate = step.get("arrival_rate")
+    return f"the {_level(step):g}-req/s step" if rate is not None else f"the {step['users']}-user step"
+
+
+def _first_broken(failing: dict[str, Any], thin: list[dict[str, Any]], floor: int) -> str:
+    """Why no step is capacity when the lowest judged one broke: it was the lowest step, or the
+    steps below it had too few requests for a verdict (each named, with what it had and needed)."""
+    below = [s for s in thin if _level(s) < _level(failing)]
+    if not below:
+        at = f"{_level(failing):g} req/s" if failing.get("arrival_rate") is not None else f"{failing['users']} users"
+        return f"broken already at the lowest step, {at}"
+    had = []
+    for s in below:
+        note = str(s.get("note") or "").removesuffix(": no verdict, never capacity")
+        had.append(f"{_at(s)} had {s['ok']} ok requests, {floor} needed" if s["ok"] < floor or not note
+                   else f"{_at(s)} had {note}")
+    return (f"broken at {_at(failing)}; below it too few requests for a verdict: " + "; ".join(had)
+            + ": rerun with longer steps")
 
 
 def _thin(step: dict[str, Any]) -> dict[str, Any]:

@@ -265,14 +265,18 @@ def ttft_over_time(df: pd.DataFrame) -> str | None:
     users = pd.DataFrame({"sec": np.floor(df["start_time"].to_numpy() - t0),
                           "users": df["users"].to_numpy()}).groupby("sec")["users"].max()
     fig, ax = plt.subplots(figsize=(WIDE[0], 3.4), layout="constrained")
-    ax.plot(q.index, q[0.5], label="TTFT p50", color="C0")
-    ax.plot(q.index, q[0.95], label="TTFT p95", color="C1")
+    ax.plot(q.index, q[0.5], label="TTFT p50", color="C0", gid="ttft_time-p50")
+    ax.plot(q.index, q[0.95], label="TTFT p95", color="C1", gid="ttft_time-p95")
     ax.set_xlabel("seconds since the first request (by start time)")
     ax.set_ylabel("TTFT (ms)")
     ax2 = ax.twinx()
-    ax2.step(users.index, users.values, where="post", color="#7f7f7f", alpha=0.6, label="users")
+    ax2.step(users.index, users.values, where="post", color="#7f7f7f", alpha=0.6, label="users", gid="ttft_time-users")
     ax2.set_ylabel("users")
     ax2.set_ylim(bottom=0)
+    # A twin axis is drawn after its host, so the users' steps covered the TTFT lines: the TTFT axis
+    # goes on top, its background left out (it would hide the users' steps under it).
+    ax.set_zorder(ax2.get_zorder() + 1)
+    ax.patch.set_visible(False)
     ax.set_title("TTFT over time")
     _from_zero(ax, x=True)
     figure_legend(fig, [ax, ax2])

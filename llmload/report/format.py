@@ -16,6 +16,20 @@ def fmt_usd(v: float | None) -> str:
     return f"{v:.{decimals}f}"
 
 
+def money(v: float | None) -> str:
+    """Money for a console line: ``$1,460.00``, ``$0.000221``; ``–`` when there is none."""
+    text = fmt_usd(v)
+    return text if text == "–" else "$" + text
+
+
+def capacity_text(cap: dict[str, Any]) -> str:
+    """A capacity with its unit (``32 users``, ``4 req/s arrivals``), or ``none``."""
+    level = cap.get("level", cap.get("users"))
+    if level is None:
+        return "none"
+    return f"{level:g} " + ("req/s arrivals" if cap.get("arrival_rate") is not None else "users")
+
+
 def fmt(v: Any, nd: int = 2) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"

@@ -27,7 +27,7 @@ HEAD_BYTES = 1 << 16
 NUMERIC = ("start_time", "http_status", *(m.row_column for m in catalog.ROW_METRICS), "prompt_tokens",
            "cached_tokens", "completion_tokens", "max_tokens", "users", "worker", "turn",
            "scheduled_time", "requested_input_tokens", "arrival_rate", "coalesced_reads", "requested_image_tokens",
-           "backoff_ms", "inputs", "audio_seconds")
+           "backoff_ms", "inputs", "audio_seconds", "resent_input_tokens")
 TEXT = ("request_id", "scenario", "status", "token_source", "finish_reason", "session_id", "error", "step_kind",
         "run_id", "call_id", "call_after", "trace_id", "phase", "model", "priority")
 # What the report reads of each row, and in which type. Every column is still parsed (see _read_one),

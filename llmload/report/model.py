@@ -104,6 +104,7 @@ class Report:
     error_budget: str = ""  # how failures counted, in words
     run_id: str | None = None
     manifest: dict[str, Any] | None = None
+    replicas: dict[str, Any] | None = None  # a fleet's replicas apart (llmload.report.sections.replicas)
 
     @property
     def level_label(self) -> str:
@@ -128,6 +129,7 @@ class Report:
             "scenarios": {name: s.to_json() for name, s in self.scenarios.items()},
             "warnings": self.warnings,
             "notes": self.notes,
+            **({"replicas": self.replicas} if self.replicas is not None else {}),
         }
 
 

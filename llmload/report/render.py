@@ -19,12 +19,13 @@ from llmload.metrics import catalog
 from llmload.metrics.confidence import settle_text
 from llmload.report import charts as ch
 from llmload.report.document import Block, clean, render_html, render_markdown, write_files
-from llmload.report.format import fmt, fmt_usd
+from llmload.report.format import fmt, fmt_usd, money
 from llmload.report.model import Report, Section
 from llmload.report.run_identity import manifest_rows
 from llmload.report.sections.classes import classes_json, classes_summary, classes_tables
 from llmload.report.sections.gpu import gpu_table
 from llmload.report.sections.models import models_json, models_tables
+from llmload.report.sections.replicas import replicas_table
 from llmload.report.sections.server import server_table
 from llmload.report.sections.traffic import traffic_json, traffic_tables
 
@@ -52,7 +53,7 @@ def _capacity_blocks(sec: Section, title: str) -> list[Block]:
         rows.append(["estimate between steps (req/s, interpolated, not used for cost)",
                      fmt(cap["interpolated_rps"], 3)])
     if cap.get("borderline"):
-        rows.append(["borderline verdicts (limit inside the 95 % interval)", ", ".join(cap["borderline"])])
+        rows.append(["borderline verdicts (limit inside the 95 % interval)", "; ".join(borderline_notes(sec))])
     for skipped in cap.get("never_capacity") or []:
         rows.append([f"not capacity: step {skipped['level']:g}", skipped["why"]])
     if cap.get("gpu"):
@@ -134,6 +135,22 @@ def _ci(ci: list[float | None], nd: int) -> str:
     return f"[{'−∞' if lo is None else fmt(lo, nd)}, {'∞' if hi is None else fmt(hi, nd)}]"
 
 
+def borderline_notes(sec: Section) -> list[str]:
+    """Each borderline verdict of the capacity step and the first failing one (``capacity.borderline``)
+    with what would settle it: ``tpot_p95_ms at 16 users: about 74 more requests, or 9.9 s more at
+    this step, would settle it`` (the page and the console say the same)."""
+    cap = sec.capacity
+    judged = [s.data for s in sec.steps if not s.data["thin"]]
+    picked = [d for d in judged if d["start_time"] == cap.get("start_time")][-1:]
+    picked += [d for d in judged if d["level"] == cap.get("next_step_level") and not d["slo_met"]
+               and not d.get("never_capacity")][:1]
+    out = []
+    for d in picked:
+        unit = "req/s" if d.get("arrival_rate") is not None else "users"
+        out += [f"{k} at {d['level']:g} {unit}: {settle_text(v)}" for k, v in d["slo"].items() if v.get("borderline")]
+    return out or list(cap["borderline"])
+
+
 def _slo_block(sec: Section, title: str, label: str) -> Block:
     """Each SLO at each step: value, its 95 % interval and sample count, and what would settle it."""
     rows = []
@@ -182,7 +199,8 @@ def blocks(report: Report) -> list[Block]:
             out += _capacity_blocks(sec, f"Scenario {name}")
             out.append(_steps_block(sec, f"Steps of {name}", report))
             out.append(_slo_block(sec, f"SLO verdicts of {name}", label))
-    for table in (server_table(report), gpu_table(report)):  # the engine's and the GPUs' metrics, when scraped
+    # the engine's metrics (the fleet's, then each replica's) and the GPUs', when scraped
+    for table in (server_table(report), replicas_table(report), gpu_table(report)):
         if table:
             heading, text, header, rows = table
             out.append(Block(heading, 2, text=text, header=header, rows=rows))
@@ -298,21 +316,26 @@ def summary_text(report: Report) -> str:
     if cap.get("non_monotone"):
         caveats.append("non-monotone: passing step(s) above a failing one")
     if cap.get("borderline"):
-        caveats.append("borderline: " + ", ".join(cap["borderline"]))
-    lines = [f"capacity: {fmt(cap.get('users'))} users{rate}, {fmt(cap.get('rps'), 3)} req/s, "
-             f"{fmt(cap.get('output_tps'), 1)} output tok/s — limited by {cap.get('limited_by')}"
+        caveats.append("borderline: " + "; ".join(borderline_notes(o)))
+    found = (f"{cap['users']} users{rate}, {fmt(cap.get('rps'), 3)} req/s, {fmt(cap.get('output_tps'), 1)} output "
+             "tok/s" if cap.get("users") is not None else "none")
+    lines = [f"capacity: {found} — limited by {cap.get('limited_by') or 'no verdict'}"
              + (f" [caveat: {'; '.join(caveats)}]" if caveats else "")]
     if "interpolated_rps" in cap:
         lines.append(f"  estimate between steps (interpolated): {cap['interpolated_rps']:.3f} req/s")
     if o.cost:
-        lines.append(f"cost: ${fmt_usd(o.cost['usd_per_request'])} per request, "
-                     f"${fmt_usd(o.cost['usd_per_million_output_tokens'])} per 1M output tokens")
+        lines.append(f"cost: {money(o.cost['usd_per_request'])} per request, "
+                     f"{money(o.cost['usd_per_million_output_tokens'])} per 1M output tokens")
     if cap.get("gpu"):
         lines.append(f"GPUs at capacity: {fmt(cap['gpu']['j_per_output_token'], 4)} J per output token, "
                      f"{cap['gpu']['bound_by']}")
-    if o.plan:
-        lines.append(f"plan: {fmt(o.plan.get('replicas'))} replica(s), {fmt(o.plan.get('gpus'))} GPU(s), "
-                     f"${fmt_usd(o.plan.get('usd_per_month'))}/month for {o.plan['target_rps']:.3f} req/s")
+    if o.plan and o.plan.get("replicas") is None:
+        lines.append(f"plan: none for {o.plan['target_rps']:.3f} req/s ({o.plan.get('note') or 'no capacity'})")
+    elif o.plan:
+        month = o.plan.get("usd_per_month")
+        lines.append(f"plan: {o.plan['replicas']} replica(s), {o.plan['gpus']} GPU(s)"
+                     + (f", {money(month)}/month" if month is not None else " (no price: --gpu-hourly-usd)")
+                     + f" for {o.plan['target_rps']:.3f} req/s")
     lines.append(f"error budget: {report.error_budget}")
     ended = [s.data for s in o.steps if "ended" in s.data]
     if ended:

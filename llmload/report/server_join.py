@@ -11,13 +11,17 @@ clock starts after the client's and stops before it).
 
 The scrape time is when the client asked (the tick); the engine wrote its exposition within
 that scrape's duration after it, so each edge is known to within its scrape's duration
-(``resolution_ms``): a request whose first token lands that close to an edge may fall on the other
-side of it for the server.
+(``resolution_ms``). And the engine saw a request's first token somewhere between the client's
+start and the client's read of it. So a request whose span from its start to its first token (or
+end) reaches across an edge may fall on either side of it for the server: ``straddling`` counts
+them, and the server's count lies within ``[n − straddling.first, n + straddling.last]``, whatever
+the client's own delays (a busy client reads late; it cannot read before the engine sent).
 
 Usage::
 
-    side = client_between(rows, first_scrape, last_scrape, "ttft")   # rows: start_time, ttft_ms, e2e_ms, ok
-    side.n, side.mean, side.p50, side.p95
+    side = client_between(rows, first_scrape, last_scrape, "ttft", resolution_s=0.004)
+    side.n, side.mean, side.p50, side.p95        # rows: start_time, ttft_ms, e2e_ms, ok
+    side.straddle_first, side.straddle_last      # the server may count n − first … n + last
     gaps(side, server_mean=412.0, server_pcts={"p50": 380.0, "p95": 700.0})   # client − server
 """
 
@@ -40,6 +44,16 @@ class ClientSide:
     mean: float | None = None
     p50: float | None = None
     p95: float | None = None
+    straddle_first: int = 0
+    """Of the ``n``, those that started before the first scrape's edge (plus its resolution):
+    the engine may have counted them before it."""
+    straddle_last: int = 0
+    """Not of the ``n`` (their first token or end came after the last scrape), yet started before
+    its edge (plus its resolution): the engine may have counted them inside."""
+
+    def counts_json(self, server: float | None) -> dict[str, object]:
+        return {"server": server, "client": self.n,
+                "straddling": {"first": self.straddle_first, "last": self.straddle_last}}
 
     def to_json(self) -> dict[str, float | None]:
         return {"p50": _r(self.p50), "p95": _r(self.p95), "mean": _r(self.mean)}
@@ -59,9 +73,10 @@ def _r(v: float | None) -> float | None:
     return None if v is None else round(v, 3)
 
 
-def client_between(rows: pd.DataFrame, lo: float, hi: float, metric: str) -> ClientSide:
+def client_between(rows: pd.DataFrame, lo: float, hi: float, metric: str, resolution_s: float = 0.0) -> ClientSide:
     """The rows whose first token (``metric="ttft"``: any status, the server saw the token) or
-    whose end (``"e2e"``: ok rows, which the server finished) fell in ``(lo, hi]``, epoch seconds."""
+    whose end (``"e2e"``: ok rows, which the server finished) fell in ``(lo, hi]``, epoch seconds;
+    ``resolution_s``: how long after each scrape's time the engine may have answered it."""
     start = rows["start_time"].to_numpy(dtype=float)
     if metric == "ttft":
         values = rows["ttft_ms"].to_numpy(dtype=float)
@@ -72,11 +87,14 @@ def client_between(rows: pd.DataFrame, lo: float, hi: float, metric: str) -> Cli
     else:
         raise ValueError(f"metric {metric!r}: expected 'ttft' or 'e2e'")
     at = start + np.nan_to_num(values) / 1000.0
-    picked = values[known & (at > lo) & (at <= hi)]
+    inside = known & (at > lo) & (at <= hi)
+    picked = values[inside]
+    first = int((inside & (start < lo + resolution_s)).sum())
+    last = int((known & (at > hi) & (start < hi + resolution_s)).sum())
     if not len(picked):
-        return ClientSide(0)
+        return ClientSide(0, straddle_last=last)
     p50, p95 = np.percentile(picked, [50, 95])
-    return ClientSide(len(picked), float(picked.mean()), float(p50), float(p95))
+    return ClientSide(len(picked), float(picked.mean()), float(p50), float(p95), first, last)
 
 
 def gaps(side: ClientSide, server_mean: float | None,

@@ -38,12 +38,15 @@ import pandas as pd
 
 from llmload.metrics import catalog
 from llmload.metrics.confidence import quantile_ci
+from llmload.metrics.intervals import mean_ci
 from llmload.metrics.slo import SLO
 from llmload.metrics.step_verdict import SAMPLE_FLOOR, WindowRows, judge_step
 
 MIN_STEP_S = 1.0
 MIN_STEP_ROWS = 5
 SHORT_STEP_E2E = 3.0  # a step's window should last at least this many mean E2Es
+RATE_BATCHES = 10  # the req/s interval: batch means over this many equal parts of the window
+T95_9 = 2.262  # Student's t, 97.5 % quantile, 9 degrees of freedom: RATE_BATCHES − 1
 PCTS = catalog.REPORT_PERCENTILES
 LATENCY_FIELDS = tuple(m.row_column for m in catalog.ROW_METRICS)  # a report.json entry per field and step
 
@@ -127,6 +130,21 @@ def _share_inside(start: np.ndarray, end: np.ndarray, w0: float, w1: float) -> n
         return np.where(life > 0, inside / np.where(life > 0, life, 1.0), point)
 
 
+def rate_ci(start: np.ndarray, end: np.ndarray, w0: float, w1: float) -> list[float | None]:
+    """95 % interval of the step's req/s (``start``/``end``: its ok requests that may overlap the
+    window): batch means, the window cut into RATE_BATCHES equal parts, each part's rate counted as
+    the step's is (each request spread over its lifetime), then mean ± t·s/√B. The parts' rates are
+    correlated when a request lasts longer than a part, so the interval is a floor, not a bound."""
+    edges = np.linspace(w0, w1, RATE_BATCHES + 1)
+    width = (w1 - w0) / RATE_BATCHES
+    if width <= 0 or not len(start):
+        return [None, None]
+    rates = np.array([float(_share_inside(start, end, a, b).sum()) / width
+                      for a, b in zip(edges[:-1], edges[1:], strict=True)])
+    lo, hi = mean_ci(rates, z=T95_9)
+    return [None if lo is None else round(max(lo, 0.0), 4), None if hi is None else round(hi, 4)]
+
+
 def model_column(df: pd.DataFrame) -> np.ndarray:
     """The rows' ``model`` as str ("" where the request named none: no models: mix)."""
     if "model" not in df.columns:
@@ -201,6 +219,7 @@ def measure_steps(df: pd.DataFrame, warmup_s: float, slos: list[SLO], sample_flo
             "errors": int((started & ~ok).sum()),
             "errors_by_status": by_status,
             "rps": round(float(share.sum()) / dur, 4),
+            "rps_ci95": rate_ci(start[near][ok[near]], end_t[near][ok[near]], m0, s1),
             "output_tps": round(out_tok / dur, 3),
             "total_tps": round((out_tok + in_tok) / dur, 3),
         }

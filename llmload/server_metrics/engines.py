@@ -84,6 +84,7 @@ COMMON: dict[str, CommonMetric] = {m.name: m for m in (
     CommonMetric("prefix_cache_queries_tokens", COUNTER, "tokens", "sum"),
     CommonMetric("prefix_cache_hits_tokens", COUNTER, "tokens", "sum"),
     CommonMetric("preemptions", COUNTER, "requests", "sum"),
+    CommonMetric("requests_finished", COUNTER, "requests", "sum"),
     CommonMetric("prompt_tokens", COUNTER, "tokens", "sum"),
     CommonMetric("generation_tokens", COUNTER, "tokens", "sum"),
     CommonMetric("server_ttft_seconds", HISTOGRAM, "s", "sum"),
@@ -151,6 +152,7 @@ ENGINES: dict[str, EngineMetrics] = {e.engine: e for e in (
             "prefix_cache_queries_tokens": (_c("vllm:prefix_cache_queries"), _c("vllm:gpu_prefix_cache_queries")),
             "prefix_cache_hits_tokens": (_c("vllm:prefix_cache_hits"), _c("vllm:gpu_prefix_cache_hits")),
             "preemptions": (_c("vllm:num_preemptions"),),
+            "requests_finished": (_c("vllm:request_success"),),  # every finished_reason, summed
             "prompt_tokens": (_c("vllm:prompt_tokens"),),
             "generation_tokens": (_c("vllm:generation_tokens"),),
             "server_ttft_seconds": (_h("vllm:time_to_first_token_seconds"),),
@@ -171,6 +173,7 @@ ENGINES: dict[str, EngineMetrics] = {e.engine: e for e in (
             "prefix_cache_queries_tokens": (_c("sglang:prompt_tokens"),),
             "prefix_cache_hits_tokens": (_c("sglang:cached_tokens"),),
             "preemptions": (_c("sglang:num_retracted_requests"),),
+            "requests_finished": (_c("sglang:num_requests"),),
             "prompt_tokens": (_c("sglang:prompt_tokens"),),
             "generation_tokens": (_c("sglang:generation_tokens"),),
             "server_ttft_seconds": (_h("sglang:time_to_first_token_seconds"),),
@@ -185,6 +188,7 @@ ENGINES: dict[str, EngineMetrics] = {e.engine: e for e in (
         "tgi", "tgi_", "/metrics", "on by default (text-generation-launcher)", {
             "requests_running": (_g("tgi_batch_current_size"),),
             "requests_waiting": (_g("tgi_queue_size"),),
+            "requests_finished": (_c("tgi_request_success"),),
             "kv_cache_usage": (Source("tgi_batch_current_max_tokens", "ratio", "tgi_batch_max_total_tokens"),),
             "prompt_tokens": (Source("tgi_request_input_length", "histogram_sum"),),
             "generation_tokens": (Source("tgi_request_generated_tokens", "histogram_sum"),),

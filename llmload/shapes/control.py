@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from llmload.metrics.scenario_stats import ScenarioStats
 from llmload.metrics.slo import SLO
-from llmload.metrics.stats import ScenarioStats
 
 CONTROL_ATTR = "llmload_shapes"
 

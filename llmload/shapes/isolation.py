@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmload.files import ALONE_PHASE_PREFIX, COL, TOGETHER_PHASE
+from llmload.shapes.warmup import positive_option
 
 ALONE_PREFIX = ALONE_PHASE_PREFIX  # the phase of a class running alone: alone:CLASS
 TOGETHER = TOGETHER_PHASE  # the phase of every class at once
@@ -95,24 +96,12 @@ def split(total: int, weights: Sequence[float], at_least: int = 0) -> list[int]:
     return counts
 
 
-def _positive(flag: str, text: Any, whole: bool) -> float | None:
-    if text in (None, ""):
-        return None
-    try:
-        value = int(str(text)) if whole else float(str(text))
-    except ValueError:
-        value = -1
-    if not value > 0 or not math.isfinite(value):
-        raise ValueError(f"{flag} {text!r}: expected {'a whole number >= 1' if whole else 'seconds > 0'}")
-    return value
-
-
 def parse_isolation(enabled: Any, seconds: Any, users: Any, spawn_rate: Any) -> IsolationPlan | None:
     """The plan of ``--isolation`` with ``--isolation-seconds``, ``--isolation-users`` and
     ``--isolation-spawn-rate`` (None: no isolation run). Raises ValueError naming the flag."""
-    s = _positive("--isolation-seconds", seconds, whole=False)
-    u = _positive("--isolation-users", users, whole=True)
-    r = _positive("--isolation-spawn-rate", spawn_rate, whole=False)
+    s = positive_option("--isolation-seconds", seconds, "seconds > 0")
+    u = positive_option("--isolation-users", users, "a whole number >= 1")
+    r = positive_option("--isolation-spawn-rate", spawn_rate, "seconds > 0")
     if not enabled:
         given = [f for f, v in (("--isolation-seconds", s), ("--isolation-users", u),
                                 ("--isolation-spawn-rate", r)) if v is not None]

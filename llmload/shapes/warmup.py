@@ -48,7 +48,9 @@ class WarmupPlan:
         return {"seconds": self.seconds, "users": self.users, "rate": self.rate}
 
 
-def _number(flag: str, text: Any, what: str) -> float | None:
+def positive_option(flag: str, text: Any, what: str) -> float | None:
+    """A phase's option (``--warmup-seconds``, ``--isolation-users``, ...): None when not given, else a
+    number > 0 (a whole one when ``what`` says "a whole ..."); ValueError naming the flag and ``what``."""
     if text in (None, ""):
         return None
     whole = what.startswith("a whole")
@@ -64,9 +66,9 @@ def _number(flag: str, text: Any, what: str) -> float | None:
 def parse_warmup(seconds: Any, users: Any, rate: Any) -> WarmupPlan | None:
     """The warm-up of ``--warmup-seconds``, ``--warmup-users``, ``--warmup-rate`` (None: none).
     Raises ValueError with a one-line message naming the flag."""
-    s = _number("--warmup-seconds", seconds, "seconds > 0")
-    u = _number("--warmup-users", users, "a whole number of users >= 1")
-    r = _number("--warmup-rate", rate, "requests/s > 0")
+    s = positive_option("--warmup-seconds", seconds, "seconds > 0")
+    u = positive_option("--warmup-users", users, "a whole number of users >= 1")
+    r = positive_option("--warmup-rate", rate, "requests/s > 0")
     if s is None:
         given = [f for f, v in (("--warmup-users", u), ("--warmup-rate", r)) if v is not None]
         if given:

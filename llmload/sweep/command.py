@@ -1,7 +1,9 @@
 """``llmload sweep PLAN.yaml --out DIR [--resume] [--dry-run]``: every cell in turn, then the report.
 
-A cell that fails (its server does not start or dies, Locust fails, no report) is recorded as
-failed with the reason and the sweep moves on. SIGINT or SIGTERM stop the current cell: Locust gets
+Before the first cell, every deployment's serve: command is checked (its program on PATH, or an
+executable file): one that cannot start fails the sweep at once (exit 2), naming the command, and
+no cell runs. A cell that fails (its server does not start or dies, Locust fails, no report) is
+recorded as failed with the reason and the sweep moves on. SIGINT or SIGTERM stop the current cell: Locust gets
 SIGTERM (it writes its CSVs), the server's process group is killed, the cell leaves no finished
 marker, the report is written for the cells done so far, and the command exits 130 (143 for
 SIGTERM). ``--resume`` skips the cells whose ``cell.json`` says done; failed ones run again.
@@ -20,11 +22,13 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from llmload.report.compare.archive import Archive, ArchiveError
+from llmload.report.compare.archive import Archive, ArchiveError, created_note
 from llmload.sweep.cell_run import read_marker, run_cell
 from llmload.sweep.cells import dry_run_text, expand
+from llmload.sweep.fleet.routers import install_problem
 from llmload.sweep.plan import PlanError, read_plan
-from llmload.sweep.report import summary_text, sweep_summary, write_sweep_report
+from llmload.sweep.report import cell_line, summary_text, sweep_summary, write_sweep_report
+from llmload.sweep.server import cannot_start
 
 
 @dataclass
@@ -46,9 +50,17 @@ def run_sweep(s: SweepSettings) -> int:
     except PlanError as e:
         print(f"llmload sweep: {e}", file=sys.stderr)
         return 2
+    for d in plan.deployments:  # one line before anything starts: a router that is not there
+        problem = install_problem(d.fleet.router) if d.fleet else None
+        if problem and not s.dry_run:
+            print(f"llmload sweep: {plan.path}: deployments.{d.name}.router: {problem}", file=sys.stderr)
+            return 2
     cells = expand(plan)
     if s.dry_run:
         print(dry_run_text(plan))
+        for v in {c.variant.id: c.variant for c in cells}.values():
+            if (problem := cannot_start(v)) is not None:
+                print(f"note: on this machine, {problem}")
         return 0
     cells_dir = os.path.join(s.out, "cells")
     done_before = {c.id: m for c in cells if (m := read_marker(os.path.join(cells_dir, c.id)))}
@@ -56,12 +68,21 @@ def run_sweep(s: SweepSettings) -> int:
         print(f"llmload sweep: {s.out} already has {len(done_before)} finished cell(s); pass --resume to keep them "
               "and run the rest, or give a new --out", file=sys.stderr)
         return 2
+    to_run = {c.variant.id: c.variant for c in cells if (done_before.get(c.id) or {}).get("status") != "done"}
+    problems = list(dict.fromkeys(p for v in to_run.values() if (p := cannot_start(v))))
+    if problems:
+        for p in problems:
+            print(f"llmload sweep: {s.plan_path}: {p}", file=sys.stderr)
+        print("llmload sweep: no cell was run; fix the serve: command(s) above", file=sys.stderr)
+        return 2
     os.makedirs(cells_dir, exist_ok=True)
     try:
         archive = Archive.open(s.archive) if s.archive else None
     except ArchiveError as e:
         print(f"llmload sweep: {e}", file=sys.stderr)
         return 2
+    if archive is not None and archive.created:
+        print(created_note("sweep", archive.path), flush=True)
     on_report = None
     if archive is not None:
         def on_report(report: Any, cell_id: str) -> None:
@@ -86,10 +107,7 @@ def run_sweep(s: SweepSettings) -> int:
                 break
             _say(f"[{i}/{len(cells)}] {cell.id}: {cell.workload.name} on {cell.variant.id}")
             result = run_cell(plan, cell, os.path.join(cells_dir, cell.id), stop, on_report)
-            cap = (result.get("capacity") or {}).get("level")
-            _say(f"[{i}/{len(cells)}] {cell.id}: {result['status']}"
-                 + (f", capacity {cap}" if result["status"] == "done" else "")
-                 + (f": {result['error'].splitlines()[0]}" if result.get("error") else ""))
+            _say(cell_line(i, len(cells), cell.id, result))
             if result["status"] == "stopped":
                 break
             results.append(result)

@@ -89,25 +89,31 @@ def _fleet(cell: dict[str, Any], target_rps: float | None, target_users: float |
 
 
 def best_deployments(cells: list[dict[str, Any]], target_rps: float | None, target_users: float | None,
-                     headroom: float) -> dict[str, dict[str, Any]]:
+                     headroom: float, fleets: dict[str, list[dict[str, Any]]] | None = None,
+                     ) -> dict[str, dict[str, Any]]:
+    """``fleets``: each fleet policy's answer (:func:`llmload.sweep.fleet.summary.fleet_options`), ranked
+    with the one-server deployments; a fleet's own cells are not options by themselves."""
     runs: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    fleets = fleets or {}
     for c in cells:
-        if c.get("status") == "done":
+        if c.get("status") == "done" and not c.get("replicas"):
             runs[c["workload"]][c["deployment"]].append(c)
+    for workload in fleets:
+        runs.setdefault(workload, defaultdict(list))
     priced = target_rps is not None or target_users is not None
     out = {}
     for workload, by_dep in runs.items():
-        options = []
+        options = list(fleets.get(workload, []))
         for dep, repeats in by_dep.items():
-            fleets = [f for f in (_fleet(c, target_rps, target_users, headroom) for c in repeats) if f]
-            if len(fleets) < len(repeats):  # a repeat without capacity: this deployment does not hold the SLO
+            planned = [f for f in (_fleet(c, target_rps, target_users, headroom) for c in repeats) if f]
+            if len(planned) < len(repeats):  # a repeat without capacity: this deployment does not hold the SLO
                 continue
             key = "usd_per_month" if priced else "usd_per_1m_output_tokens"
-            costs = [f[key] for f in fleets if f[key] is not None]
+            costs = [f[key] for f in planned if f[key] is not None]
             if not costs:
                 continue
             mid = statistics.median(costs)
-            chosen = min(fleets, key=lambda f, m=mid: abs(f[key] - m))
+            chosen = min(planned, key=lambda f, m=mid: abs(f[key] - m))
             options.append({"deployment": dep, "cost": mid, "low": min(costs), "high": max(costs),
                             "repeats": len(costs), **chosen})
         options.sort(key=lambda o: (o["cost"], o["usd_per_1m_output_tokens"] or math.inf, o["deployment"]))

@@ -30,13 +30,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmload.metrics.slo import SLO, parse_slo
+from llmload.sweep.plan_fleet import FLEET_KEYS, Fleet, parse_fleet
 from llmload.workload.file.spec import ScenarioError
 from llmload.workload.file.yaml_lines import Ctx, compose, keys, number, whole
 
 TOP_KEYS = {"slo", "target_rps", "target_users", "headroom", "deployments", "params", "workloads", "load",
             "repeats", "reset", "usd_per_kwh"}
 DEPLOYMENT_KEYS = {"host", "serve", "env", "health", "start_timeout_s", "gpus", "tp", "pp", "dp", "gpu_hourly_usd",
-                   "gpu_metrics"}
+                   "gpu_metrics"} | FLEET_KEYS
 WORKLOAD_KEYS = {"scenario", "input_tokens", "output_tokens"}
 LOAD_KEYS = {"steps", "step_seconds", "warmup_s", "step_precision"}
 RESETS = ("none", "vllm", "sglang")
@@ -59,6 +60,7 @@ class Deployment:
     health: str = "/health"
     start_timeout_s: float = 300.0
     gpu_metrics: tuple[str, ...] = ()  # DCGM exporter URLs ({port}: the cell's server port), --gpu-metrics
+    fleet: Fleet | None = None  # replicas: K copies of serve: behind a router (llmload.sweep.plan_fleet)
 
     def gpu_metrics_urls(self, server_url: str) -> list[str]:
         """The exporters to read for a cell whose server is at ``server_url``."""
@@ -149,10 +151,11 @@ def _parse(text: str, path: str) -> Plan:
             raise ctx.error(f"params.{name}", f"no serve: template uses {{{name}}}; add it to a command or drop "
                                               "the parameter")
     for d in deployments:
-        unknown = d.placeholders() - set(params) - {"port"}
+        unknown = d.placeholders() - set(params) - {"port", "replica"}
         if unknown:
             raise ctx.error(f"deployments.{d.name}.serve", f"{{{sorted(unknown)[0]}}} is not filled in: add it "
-                                                           "under params: (or write {port})")
+                                                           "under params: (or write {port}, or {replica}: the "
+                                                           "replica's index in a fleet)")
     headroom = number(ctx, raw, "headroom", "", 0.3)
     if not headroom < 1:
         raise ctx.error("headroom", f"expected a fraction in [0, 1), e.g. 0.3, got {headroom:g}")
@@ -223,13 +226,17 @@ def _deployments(ctx: Ctx, raw: Any) -> list[Deployment]:
                                                         for u in gpu_metrics):
             raise ctx.error(f"{p}.gpu_metrics", "expected the URL (or a list of URLs) of a DCGM exporter's metrics, "
                                                 "e.g. http://gpu-node:9400/metrics ({port}: the cell's server port)")
+        if gpu_metrics and "replicas" in d:
+            raise ctx.error(f"{p}.gpu_metrics", "not read for a fleet (replicas:) yet: give it to a one-server "
+                                                "deployment")
         health = d.get("health", "/health")
         if health not in HEALTH_PATHS:
             raise ctx.error(f"{p}.health", f"expected {' or '.join(HEALTH_PATHS)}, got {health!r}")
         out.append(Deployment(name=name, gpus=gpus, gpu_hourly_usd=number(ctx, d, "gpu_hourly_usd", p),
                               host=d.get("host"), serve=d.get("serve"), env={k: str(v) for k, v in env.items()},
                               health=health, start_timeout_s=number(ctx, d, "start_timeout_s", p, 300.0,
-                                                                    strict=True), gpu_metrics=tuple(gpu_metrics)))
+                                                                    strict=True), gpu_metrics=tuple(gpu_metrics),
+                              fleet=parse_fleet(ctx, d, p)))
     return out
 
 

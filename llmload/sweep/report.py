@@ -1,5 +1,5 @@
 """The sweep report: DIR/sweep.json (the documented schema), sweep.md and sweep.html (the frontier
-charts inline, as the run report's).
+charts inline, drawn as the run report's: :mod:`llmload.report.chart_parts`).
 
 sweep.json::
 
@@ -22,18 +22,21 @@ import json
 from typing import Any
 
 from llmload.report.document import Block, clean, render_html, render_markdown, write_files
-from llmload.report.format import fmt, fmt_usd
+from llmload.report.format import capacity_text, fmt, fmt_usd, money
+from llmload.sweep.fleet.render import fleet_blocks
+from llmload.sweep.fleet.summary import fleet_options, fleet_summary
 from llmload.sweep.frontier import TTFT_P95, best_deployments, frontier_points
 from llmload.sweep.plan import Plan
 
 
 def sweep_summary(plan: Plan, cells: list[dict[str, Any]]) -> dict[str, Any]:
+    fleets = fleet_summary(cells, plan.target_rps, plan.target_users, plan.headroom)
     return {"plan": plan.path, "slos": [s.text() for s in plan.slos], "target_rps": plan.target_rps,
             "target_users": plan.target_users, "headroom": plan.headroom, "repeats": plan.repeats,
             "load": {"steps": list(plan.load.steps), "step_seconds": plan.load.step_seconds,
                      "warmup_s": plan.load.warmup_s, "step_precision": plan.load.step_precision or None},
-            "cells": cells, "frontier": frontier_points(cells),
-            "best": best_deployments(cells, plan.target_rps, plan.target_users, plan.headroom)}
+            "cells": cells, "frontier": frontier_points(cells), "fleets": fleets,
+            "best": best_deployments(cells, plan.target_rps, plan.target_users, plan.headroom, fleet_options(fleets))}
 
 
 def _target(s: dict[str, Any]) -> str:
@@ -85,7 +88,8 @@ def sweep_blocks(s: dict[str, Any]) -> list[Block]:
             rows=[[p["deployment"], f"{p['load']:g}", fmt(p["tok_s_per_gpu"], 1), fmt(p["tok_s_per_user"], 1),
                    fmt(p[TTFT_P95], 1), {True: "yes", False: "no", None: "–"}[p["slo_met"]],
                    fmt_usd(p["usd_per_1m_output_tokens"]), fmt_usd(p["usd_per_good_request"])] for p in front]))
-        out.append(Block("", 3, chart=f"frontier:{w}"))
+        out.append(Block("", 3, chart=f"frontier:{w}", caption=FRONTIER_CAPTION))
+    out += fleet_blocks(s.get("fleets") or {})  # K replicas behind a router: η, shares, locality, the plan
     # "gpu": the GPUs at capacity (llmload.report.sections.gpu.gpu_columns), for deployments with gpu_metrics:
     out.append(Block("Cells", 2, header=["cell", "deployment", "workload", "repeat", "status", "capacity",
                                          "limited by", "$ per 1M output tok", "GPU J per output token",
@@ -104,32 +108,66 @@ def sweep_blocks(s: dict[str, Any]) -> list[Block]:
     return out
 
 
-def frontier_chart(points: list[dict[str, Any]], workload: str) -> bytes | None:
+FRONTIER_CAPTION = (
+    "One point is one measured step of one cell, labelled with its users: up, its output tok/s per GPU; across, its "
+    "output tok/s per user (left) and its TTFT p95 (right). A deployment's steps are joined in load order, each "
+    "deployment its colour and mark. Filled: every SLO met; pale in a red ring: an SLO broken; hollow: no SLO to "
+    "judge. A step with too few requests for a verdict is left out (the cells' table says which). The dashed line "
+    "is the Pareto frontier. Axes start at zero.")
+MARKS = "osD^vPX*"
+
+
+def frontier_chart(points: list[dict[str, Any]], workload: str) -> str | None:
+    """Both panels of a workload's frontier as the report's charts are drawn (inline SVG, the page's
+    width, the legend under the panels, never over a point; value axes from zero)."""
     if not points:
         return None
-    from llmload.report.charts import _fig, _png
+    from matplotlib.colors import to_rgba
+    from matplotlib.lines import Line2D
 
-    plt = _fig()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    from llmload.report.chart_parts import WIDE, figure_legend, figure_lib, laid_out, name_axes, place_labels, svg_of
+    from llmload.report.charts import SLO_COLOR, _from_zero
+
+    plt = figure_lib()
+    fig, axes = plt.subplots(1, 2, figsize=WIDE, layout="constrained")
     deployments = sorted({p["deployment"] for p in points})
+    labels: list[list[tuple]] = [[], []]
     for i, dep in enumerate(deployments):
         mine = sorted((p for p in points if p["deployment"] == dep), key=lambda p: p["load"])
-        color = f"C{i % 10}"
-        axes[0].plot([p["tok_s_per_user"] for p in mine], [p["tok_s_per_gpu"] for p in mine], "o", color=color,
-                     label=dep, alpha=0.7)
-        axes[1].plot([p[TTFT_P95] for p in mine], [p["tok_s_per_gpu"] for p in mine], "o", color=color,
-                     alpha=0.7)
+        color, mark = f"C{i % 10}", MARKS[i % len(MARKS)]
+        size = max(5.0, 9.0 - 1.5 * i)  # later ones smaller: a point on another's stays visible inside it
+        for j, (ax, across) in enumerate(((axes[0], "tok_s_per_user"), (axes[1], TTFT_P95))):
+            pts = [p for p in mine if p.get(across) is not None]
+            ax.plot([p[across] for p in pts], [p["tok_s_per_gpu"] for p in pts], "-", color=color, lw=1, alpha=0.45)
+            for p in pts:
+                met = p["slo_met"]
+                ax.plot([p[across]], [p["tok_s_per_gpu"]], ls="none", marker=mark, ms=size, zorder=3,
+                        mfc=color if met else to_rgba(color, 0.3) if met is False else "white",
+                        mec=SLO_COLOR if met is False else color, mew=2.2 if met is False else 1.2)
+                labels[j].append((p[across], p["tok_s_per_gpu"], f"{p['load']:g}", bool(p["pareto"]), color))
+        axes[0].plot([], [], ls="-", marker=mark, ms=7, color=color, label=dep)
     front = sorted((p for p in points if p["pareto"]), key=lambda p: p["tok_s_per_user"])
     axes[0].plot([p["tok_s_per_user"] for p in front], [p["tok_s_per_gpu"] for p in front], "k--", lw=1,
-                 label="Pareto frontier")
+                 label="Pareto frontier", zorder=2)
     axes[0].set_xlabel("output tok/s per user")
     axes[1].set_xlabel("TTFT p95 (ms)")
-    for ax in axes:
+    for ax, title in zip(axes, ("Throughput per GPU against per user", "Throughput per GPU against TTFT p95"),
+                         strict=True):
         ax.set_ylabel("output tok/s per GPU")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
-    fig.suptitle(f"{workload}: every step of every cell", fontsize=10)
-    return _png(fig)
+        ax.set_title(title)
+        ax.margins(x=0.08, y=0.12)
+        _from_zero(ax, x=True)
+    figure_legend(fig, axes, [
+        Line2D([], [], ls="none", marker="o", ms=7, color="#555555", label="every SLO met"),
+        Line2D([], [], ls="none", marker="o", ms=7, mfc=to_rgba("#555555", 0.3), mec=SLO_COLOR, mew=2.2,
+               label="an SLO broken"),
+        Line2D([], [], ls="none", marker="o", ms=7, mfc="white", mec="#555555", label="no SLO to judge")])
+    key = f"frontier-{workload}"
+    name_axes(key, axes)
+    renderer = laid_out(fig)
+    for ax, items in zip(axes, labels, strict=True):
+        place_labels(renderer, ax, items)
+    return svg_of(fig, key)
 
 
 def write_sweep_report(summary: dict[str, Any], out_dir: str) -> list[str]:
@@ -142,11 +180,38 @@ def write_sweep_report(summary: dict[str, Any], out_dir: str) -> list[str]:
     })
 
 
+def _price(b: dict[str, Any]) -> str:
+    """$/month with a target, else $ per 1M output tokens (how the sweep ranked them)."""
+    if b.get("usd_per_month") is not None:
+        return f"{money(b['usd_per_month'])}/month"
+    return f"{money(b.get('usd_per_1m_output_tokens'))} per 1M output tokens"
+
+
 def summary_text(summary: dict[str, Any]) -> str:
+    """The answer per workload, for the console (every value with its unit; never a bare None)."""
     lines = []
     for w, b in summary["best"].items():
-        ru = (b.get("runner_up") or {}).get("deployment") or "none"
-        lines.append(f"{w}: {b['deployment'] or 'no deployment meets the SLOs'}"
-                     + (f", {b['replicas']} replica(s), {b['gpus']} GPU(s), {fmt_usd(b['usd_per_month'])}/month"
-                        if b["deployment"] else "") + f"; runner-up {ru}; margin real: {b['margin_is_real']}")
+        if not b["deployment"]:
+            lines.append(f"{w}: no deployment meets the SLOs ({b.get('note') or 'no cell finished'})")
+            continue
+        ru = b.get("runner_up")
+        lines.append(f"{w}: {b['deployment']}, {b['replicas']} replica(s), {b['gpus']} GPU(s), {_price(b)}; "
+                     + (f"runner-up {ru['deployment']}, {_price(ru)}; " if ru else "no runner-up; ")
+                     + f"margin larger than noise: {_margin(b['margin_is_real'])}")
     return "\n".join(lines)
+
+
+def cell_line(i: int, n: int, cell_id: str, result: dict[str, Any]) -> str:
+    """``[1/8] slow.chat.r1: done, capacity 8 users, $0.294 per 1M output tokens`` (the console's line per cell)."""
+    text = f"[{i}/{n}] {cell_id}: {result['status']}"
+    if result["status"] == "done":
+        cap, cost = result.get("capacity") or {}, result.get("cost") or {}
+        if capacity_text(cap) == "none":
+            text += f", no capacity: {cap.get('limited_by') or 'no step had a verdict'}"
+        else:
+            text += f", capacity {capacity_text(cap)}"
+            if cost.get("usd_per_million_output_tokens") is not None:
+                text += f", {money(cost['usd_per_million_output_tokens'])} per 1M output tokens"
+    if result.get("error"):
+        text += f": {result['error'].splitlines()[0]}"
+    return text

@@ -13,6 +13,7 @@ Usage::
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -38,6 +39,26 @@ def free_port() -> int:
     return port
 
 
+def cannot_start(variant: Variant) -> str | None:
+    """Why the deployment's serve: command cannot start here (its program is not on PATH, or not an
+    executable file), else None. Checked for every deployment before the first cell: a plan whose
+    server cannot start fails once, naming the command, instead of failing every cell the same way."""
+    d = variant.deployment
+    if d.serve is None:
+        return None
+    program = variant.command(0)[0]
+    path = {**os.environ, **d.env}.get("PATH", os.defpath)
+    if os.sep in program:
+        if os.path.isfile(program) and os.access(program, os.X_OK):
+            return None
+        why = "no such file" if not os.path.exists(program) else "not an executable file"
+    elif shutil.which(program, path=path):
+        return None
+    else:
+        why = "no such command on PATH"
+    return f"deployments.{d.name}.serve: cannot start {program!r} ({why}): {d.serve}"
+
+
 def log_tail(path: str | None, lines: int = 15) -> str:
     if not path or not os.path.exists(path):
         return ""
@@ -60,6 +81,7 @@ class Server:
     url: str
     proc: subprocess.Popen | None = None  # None: a host: deployment, not ours to stop
     log_path: str | None = None
+    name: str = "the server"  # in messages: "replica 1", "nginx"
 
     @classmethod
     def start(cls, variant: Variant, log_path: str) -> Server:
@@ -70,16 +92,7 @@ class Server:
             server.wait_healthy(d.health, d.start_timeout_s)
             return server
         port = free_port()
-        cmd = variant.command(port)
-        log = open(log_path, "ab")  # noqa: SIM115 (the child holds it; closed below once it has it)
-        try:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env={**os.environ, **d.env}, start_new_session=True)
-        except OSError as e:
-            raise ServerError(f"cannot start {cmd[0]!r}: {e.strerror or e}") from None
-        finally:
-            log.close()
-        server = cls(url=f"http://127.0.0.1:{port}", proc=proc, log_path=log_path)
+        server = cls.spawn(variant.command(port), {**d.env, **variant.env(port)}, log_path, f"http://127.0.0.1:{port}")
         try:
             server.wait_healthy(d.health, d.start_timeout_s)
         except ServerError:
@@ -87,23 +100,37 @@ class Server:
             raise
         return server
 
+    @classmethod
+    def spawn(cls, cmd: list[str], env: dict[str, str], log_path: str, url: str, name: str = "the server") -> Server:
+        """Start ``cmd`` in its own process group, output to ``log_path``; not waited for."""
+        log = open(log_path, "ab")  # noqa: SIM115 (the child holds it; closed below once it has it)
+        try:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env={**os.environ, **env}, start_new_session=True)
+        except OSError as e:
+            raise ServerError(f"cannot start {name} ({cmd[0]!r}): {e.strerror or e}") from None
+        finally:
+            log.close()
+        return cls(url=url, proc=proc, log_path=log_path, name=name)
+
     def wait_healthy(self, path: str, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
-                raise ServerError(f"the server exited with code {self.proc.returncode} before it answered "
+                raise ServerError(f"{self.name} exited with code {self.proc.returncode} before it answered "
                                   f"{path}{self._tail()}")
             if _answers(self.url + path):
                 return
             time.sleep(0.25)
-        raise ServerError(f"{self.url}{path} did not answer 200 within {timeout_s:g} s (start_timeout_s){self._tail()}")
+        raise ServerError(f"{self.name}: {self.url}{path} did not answer 200 within {timeout_s:g} s (start_timeout_s)"
+                          f"{self._tail()}")
 
     def alive(self) -> bool:
         return self.proc is None or self.proc.poll() is None
 
     def died_text(self) -> str:
         code = None if self.proc is None else self.proc.returncode
-        return f"the server stopped during the cell (exit code {code}){self._tail()}"
+        return f"{self.name} stopped during the cell (exit code {code}){self._tail()}"
 
     def _tail(self) -> str:
         tail = log_tail(self.log_path)

@@ -36,7 +36,8 @@ from llmload.transport.stream import RECV_SIZE, Deadlines, ResponseStream
 from llmload.transport.target import Target
 from llmload.wire import http1
 from llmload.wire.chunks import classify_event
-from llmload.wire.protocol import end_event_for, error_message
+from llmload.wire.endpoints import end_event_for
+from llmload.wire.protocol import error_message
 
 MAX_WHOLE_BODY = 64 << 20  # a whole-body answer (embeddings): 64 MiB, e.g. 2,048 vectors of 4,096 floats
 
@@ -250,7 +251,12 @@ class FastTransport:
             if on_cancel is not None:
                 on_cancel(self._record(st, meta, state, detail, t0, t_end, check_body))
             raise
-        return self._record(st, meta, state, detail, t0, t_end, check_body)
+        rec = self._record(st, meta, state, detail, t0, t_end, check_body)
+        rec.response_bytes = max(0, st.received - st.head_len)
+        rec.clock_stamped = tls or st.unstamped
+        if rec.t0 is None:  # a whole-body or failed request's record: its t0 for the stall check
+            rec.t0 = t0
+        return rec
 
     def _record(self, st: ResponseStream, meta: R.RequestMeta, state: str, detail: str, t0: float,
                 t_end: float, check_body: BodyCheck | None = None) -> R.RequestRecord:

@@ -23,8 +23,9 @@ import gevent
 
 from llmload.metrics import record as R
 from llmload.transport.connection import ClientOptions
+from llmload.transport.deadlines import Deadlines, output_event_cap, over_cap_error
 from llmload.transport.sdk_bodies import cap_body, inflated_reads, inflater_for
-from llmload.transport.stream import MAX_ERROR_BODY, Deadlines, output_event_cap, over_cap_error, take_events
+from llmload.transport.stream import MAX_ERROR_BODY, take_events
 from llmload.transport.target import Target
 from llmload.wire.chunks import classify_event
 from llmload.wire.inflate import InflateError
@@ -109,6 +110,7 @@ class OpenAITransport:
         acc = R.StreamAccumulator(t0, want_text)
         sse = SSEDecoder(self.options.max_event_bytes)
         state, detail, code = "complete", "", None
+        received = 0  # the body's bytes as the SDK's HTTP client handed them over (Locust's size)
         watchdog: gevent.Greenlet | None = None
         timed_out: list[str] = []
         try:
@@ -133,6 +135,7 @@ class OpenAITransport:
                     # raw reads, inflated here in bounded slices (httpx would inflate each read whole)
                     for data in inflated_reads(resp.http_response.iter_raw(), inflater):
                         n = len(times)
+                        received += len(data)
                         take_events(acc, sse, data, perf_counter(), want_text)
                         if acc.done or acc.bad is not None:
                             break
@@ -177,7 +180,9 @@ class OpenAITransport:
                     acc.add(classify_event(ev, want_text), t_end)
             except ValueError as e:  # SSEError: the last line was over the limit
                 acc.bad = str(e)
-        return acc.finish(meta, state, t_end, http_status=code, detail=detail)
+        rec = acc.finish(meta, state, t_end, http_status=code, detail=detail)
+        rec.response_bytes, rec.clock_stamped = received, True  # stamped when the SDK hands the bytes over
+        return rec
 
     def _watch(self, acc: R.StreamAccumulator, user: Any, timed_out: list[str]) -> None:
         """The deadlines (first token, between output events, the whole request): interrupt the read."""

@@ -9,12 +9,12 @@ that inflates past the limits of wire/inflate.py, or more output events than
 ``MAX_ERROR_BODY``; a 2xx body that is not an event stream is read (bounded) for its message.
 Three deadlines end a request as ``timeout``: no output event within ``first_token_timeout`` of t0
 (comments, headers and role chunks do not count), no output event for ``idle_timeout`` after
-the last one, and (``--request-deadline``) the whole request; the reader's checker enforces them
-and the event cap (no timer per read, no work per token).
+the last one, and (``--request-deadline``) the whole request; the reader's checker enforces them and
+the event cap (no timer per read, no work per token).
 
-A read that carries more than one output event stamps them all with one time: the gaps between
-them, and the gap before them, cannot be known. They are counted (``coalesced_reads``) and left
-out of the ITL histogram and itl_max.
+A read that carries more than one output event stamps them all with one time: the gaps between them,
+and the gap before them, cannot be known. They are counted (``coalesced_reads``) and left out of the
+ITL histogram and itl_max.
 
 Usage::
 
@@ -32,6 +32,7 @@ from typing import Any
 
 from llmload.metrics import record as R
 from llmload.net.timestamps import ANC_SIZE, TIMESPEC
+from llmload.transport.deadlines import Deadlines, output_event_cap, over_cap_error
 from llmload.wire import http1
 from llmload.wire.chunks import (
     CHAT_CONTENT,
@@ -52,49 +53,6 @@ RECV_SIZE = 65536
 MAX_ERROR_BODY = 64 * 1024
 _CONTENT_LEN = len(CHAT_CONTENT)
 _EVENT_END = b"}\n\n\r\n"  # a chunk that is one single-line JSON event: "SIZE\r\ndata: {...}\n\n\r\n"
-
-
-NO_MAX_TOKENS_EVENTS = 1 << 18  # output events of a request sent without max_tokens: ~8 MiB of timestamps
-
-
-def output_event_cap(max_tokens: int | None) -> int:
-    """How many output events a request may get before it ends as ``server ignored max_tokens``.
-
-    A server sends at most one output event per token (reasoning and content tokens are separate
-    events, and both count against max_tokens on vLLM, SGLang and OpenAI); usage-only, role and
-    keep-alive events are not output events. The slack covers servers that send a token in pieces,
-    several choices (``n``), and reasoning that some APIs (DeepSeek's) do not count against
-    max_tokens: twice max_tokens, and never less than max_tokens + 8,192."""
-    if max_tokens is None or max_tokens <= 0:
-        return NO_MAX_TOKENS_EVENTS
-    return max(2 * max_tokens + 16, max_tokens + 8192)
-
-
-def over_cap_error(max_tokens: int | None, cap: int) -> str:
-    if max_tokens is None or max_tokens <= 0:
-        return f"more than {cap} output events for a request without max_tokens"
-    return f"server ignored max_tokens: more than {cap} output events for max_tokens={max_tokens}"
-
-
-class Deadlines:
-    """How long a request may wait for its first output event, between output events, and in all
-    (``request``: ``--request-deadline``, None for no limit)."""
-
-    __slots__ = ("first_token", "idle", "request")
-
-    def __init__(self, first_token: float, idle: float, request: float | None = None) -> None:
-        self.first_token = first_token
-        self.idle = idle
-        self.request = request
-
-    def detail(self, t0: float, times: list[float]) -> str:
-        """What a request that timed out waited for (the deadline that passed first)."""
-        idle = times[-1] + self.idle if times else t0 + self.first_token
-        if self.request is not None and t0 + self.request <= idle:
-            return f"the request took longer than --request-deadline {self.request:g} s"
-        if times:
-            return f"no output event for {self.idle:g} s"
-        return f"no first token within {self.first_token:g} s"
 
 
 def is_event_stream(head: http1.ResponseHead) -> bool | None:
@@ -142,7 +100,7 @@ class ResponseStream:
 
     __slots__ = ("raw", "head_buf", "head", "body", "sse", "acc", "want_text", "code", "waiter", "fd",
                  "result", "deadlines", "received", "reader", "err_body", "err_len", "plain", "sse_body",
-                 "inflate", "max_tokens", "max_events", "max_body", "last_read")
+                 "inflate", "max_tokens", "max_events", "max_body", "last_read", "head_len", "unstamped")
 
     def __init__(self, raw: socket.socket | None, acc: R.StreamAccumulator, deadlines: Deadlines,
                  waiter: Any, reader: Any, max_event_bytes: int = DEFAULT_MAX_BYTES,
@@ -170,6 +128,8 @@ class ResponseStream:
         self.max_events = output_event_cap(max_tokens)
         self.max_body = MAX_ERROR_BODY  # a body that is not an event stream: what is kept of it (raised for
         self.last_read: float | None = None  # whole-body requests, e.g. embeddings) and when its last bytes came
+        self.head_len = 0  # bytes of the response head(s): received minus these is the body's size on the wire
+        self.unstamped = False  # a read came without the kernel's receive time: stamped on arrival instead
 
     def deadline(self) -> float:
         """When this request times out unless an output event arrives before (or, with a request
@@ -195,7 +155,6 @@ class ResponseStream:
         return True
 
     def on_readable(self, clock_offset: float, pass_start: float) -> None:
-        # Runs in the hub when the socket is readable: must never block.
         try:
             data, anc, _flags, _addr = self.raw.recvmsg(RECV_SIZE, ANC_SIZE)
         except BlockingIOError:
@@ -210,6 +169,7 @@ class ResponseStream:
                 now = perf_counter()  # the wall clock stepped since the packet came: a stamp cannot lie ahead
         else:
             now = perf_counter()
+            self.unstamped = True
         if self.plain and data[-5:] == _EVENT_END:
             # Deliberately inlined and ugly (≈3x cheaper than the general path below, which gives
             # the same answer): the read is exactly one HTTP chunk holding exactly one single-line
@@ -317,6 +277,7 @@ class ResponseStream:
                 return b""
             head = http1.parse_head(buf[:i])
             buf = buf[i + 4:]
+            self.head_len += i + 4
             if 100 <= head.status < 200:  # interim (100 Continue): the real head follows
                 continue
             self.head_buf = b""

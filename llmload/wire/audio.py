@@ -25,7 +25,6 @@ import re
 import wave
 from dataclasses import dataclass
 
-TRANSCRIPTIONS_PATH = "/v1/audio/transcriptions"
 RESPONSE_FORMATS = ("json", "verbose_json", "text")  # vLLM serves these three (srt and vtt: 400)
 # File suffixes the OpenAI API (and vLLM, through librosa) takes, and the part's Content-Type for each.
 AUDIO_TYPES = {".wav": "audio/wav", ".flac": "audio/flac", ".mp3": "audio/mpeg", ".mpga": "audio/mpeg",

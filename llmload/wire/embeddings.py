@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from llmload.wire.chunks import UsageError, checked_count
+from llmload.wire.usage import UsageError, checked_count
 
 ENCODING_FORMATS = ("float", "base64")
 _FLOAT32 = 4

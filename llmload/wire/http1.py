@@ -52,10 +52,17 @@ class ResponseHead:
 
     @property
     def keep_alive(self) -> bool:
-        conn = self.headers.get("connection", "").lower()
-        if self.version == "HTTP/1.0":
-            return "keep-alive" in conn
-        return "close" not in conn
+        return keeps_alive(self.version, self.headers)
+
+
+def keeps_alive(version: str, headers: dict[str, str]) -> bool:
+    """Whether a message leaves its connection open (RFC 9112, 9.3): HTTP/1.1 unless ``Connection:
+    close``, HTTP/1.0 only with ``Connection: keep-alive``. ``headers``: lower-case names. The client's
+    answers and the mock's requests are judged the same way."""
+    conn = headers.get("connection", "").lower()
+    if version == "HTTP/1.0":
+        return "keep-alive" in conn
+    return "close" not in conn
 
 
 HEAD_END = b"\r\n\r\n"

@@ -1,5 +1,5 @@
-"""The OpenAI wire format going out, pure: the endpoints, request bodies, and the human part of
-an error body. (What comes back is :mod:`llmload.wire.sse` and :mod:`llmload.wire.chunks`.)
+"""The OpenAI wire format going out, pure: the streaming endpoints' request bodies, and the human
+part of an error body. (What comes back is :mod:`llmload.wire.sse` and :mod:`llmload.wire.chunks`.)
 
 Usage::
 
@@ -16,23 +16,10 @@ import json
 import os
 from typing import Any
 
-# The endpoints llmload streams from, by the name --endpoint and scenario files use.
-ENDPOINTS = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "responses": "/v1/responses",
-             "messages": "/v1/messages"}
-# Endpoints that answer with one whole body, not a stream (LLMEmbeddingsUser, LLMRerankUser), by name.
-BODY_ENDPOINTS = {"embeddings": "/v1/embeddings", "rerank": "/v1/rerank", "score": "/v1/score"}
-# Endpoints that take a multipart upload (LLMAudioUser): streamed or whole, by name.
-AUDIO_ENDPOINTS = {"audio": "/v1/audio/transcriptions"}
+# The endpoints themselves (names, paths, what each answers) are declared in llmload.wire.endpoints.
 # The Anthropic Messages API: its version header, and where its key goes (not Authorization: Bearer).
 ANTHROPIC_VERSION = "2023-06-01"
 MESSAGES_KEY_HEADER = "x-api-key"
-MESSAGES_END_EVENT = "message_stop"
-
-
-def end_event_for(path: str) -> str | None:
-    """The event a stream from ``path`` must end with to be whole: ``message_stop`` for the Messages
-    API (``.../messages``); None for the OpenAI endpoints, where a finish reason is enough."""
-    return MESSAGES_END_EVENT if path.split("?", 1)[0].rstrip("/").endswith("/messages") else None
 
 
 def chat_body(
@@ -78,11 +65,7 @@ def responses_body(
     body: dict[str, Any] = {"model": model, "input": messages, "stream": stream}
     if max_output_tokens is not None:
         body["max_output_tokens"] = max_output_tokens
-    if sampling:
-        body.update(sampling)
-    if extra:
-        body.update(extra)
-    return body
+    return _with(body, sampling, extra)
 
 
 def messages_body(
@@ -105,11 +88,7 @@ def messages_body(
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
     body["stream"] = stream
-    if sampling:
-        body.update(sampling)
-    if extra:
-        body.update(extra)
-    return body
+    return _with(body, sampling, extra)
 
 
 def _body(body: dict[str, Any], max_tokens: int | None, stream: bool, include_usage: bool,
@@ -119,6 +98,11 @@ def _body(body: dict[str, Any], max_tokens: int | None, stream: bool, include_us
         body["max_tokens"] = max_tokens
     if stream and include_usage:
         body["stream_options"] = {"include_usage": True}
+    return _with(body, sampling, extra)
+
+
+def _with(body: dict[str, Any], sampling: dict[str, Any] | None, extra: dict[str, Any] | None) -> dict[str, Any]:
+    """The request's sampling settings, then the server-specific fields: last, so they may override."""
     if sampling:
         body.update(sampling)
     if extra:

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from llmload.wire.chunks import UsageError, checked_count
+from llmload.wire.usage import UsageError, checked_count
 
 APIS = ("rerank", "score")
 

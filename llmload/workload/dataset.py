@@ -14,13 +14,13 @@ JSONL lines: ``{"prompt": "..."}``, ``{"messages": [{"role": ..., "content": ...
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from dataclasses import dataclass
 from typing import BinaryIO
 
 from llmload.workload.file.spec import DatasetSpec, ScenarioError
+from llmload.workload.json_text import json_value
 
 
 @dataclass(frozen=True)
@@ -101,10 +101,7 @@ def load_dataset(spec: DatasetSpec) -> list[Conversation]:
 
 
 def _sharegpt(raw: str, path: str) -> list[Conversation]:
-    try:
-        data = json.loads(raw)
-    except ValueError as e:
-        raise ScenarioError(f"{path}: not valid JSON: {e}") from None
+    data = json_value(raw, path, ScenarioError)
     if not isinstance(data, list):
         raise ScenarioError(f"{path}: expected a JSON list of conversations (ShareGPT format)")
     convs = []
@@ -139,10 +136,7 @@ def _jsonl(raw: str, path: str) -> list[Conversation]:
     for n, line in enumerate(raw.splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except ValueError as e:
-            raise ScenarioError(f"{path}:{n}: not valid JSON: {e}") from None
+        obj = json_value(line, f"{path}:{n}", ScenarioError)
         out = obj.get("output_tokens") if isinstance(obj, dict) else None
         if isinstance(obj, dict) and isinstance(obj.get("prompt"), str):
             convs.append(Conversation((Turn(obj["prompt"], out),)))

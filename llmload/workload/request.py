@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from llmload.wire.protocol import chat_body, completions_body, encode_body, messages_body, responses_body
+from llmload.wire.endpoints import endpoint as endpoint_of
+from llmload.wire.endpoints import part
+from llmload.wire.protocol import completions_body, encode_body
 
 
 @dataclass(slots=True)
@@ -23,23 +25,25 @@ class LLMRequest:
     turn: int | None = None
     want_text: bool = False  # keep the reply's text (multi-turn history)
     input_tokens: int | None = None  # what the workload asked for, to compare with prompt_tokens
+    resent_tokens: int | None = None  # of those, the words it sent before by design (history, context, system)
     wait_s: float = 0.0  # think time before sending (turns after the first of a session)
     step_kind: str = ""  # agent tasks: "task" (the first call) or "tool_result" (a call after tool results)
     image_tokens: int | None = None  # what the prompt's images cost a Qwen2-VL-style model
     call_id: str = ""  # call-graph sessions: this call's id in the session's graph
     call_after: str = ""  # and the ids of the calls it waited for, joined by "+"
     headers: dict[str, str] | None = None  # per-request headers (a session's affinity header)
+    prefix_id: str = ""  # the shared prefix it carries (workload.group+index), for --affinity-headers
 
     def body(self, endpoint: str = "chat") -> dict[str, Any]:
-        """The JSON body for ``endpoint`` (``chat``, ``completions``, ``responses`` or ``messages``)."""
-        if self.messages is not None and endpoint == "messages":
-            return messages_body(self.model, self.messages, self.max_tokens, sampling=self.sampling, extra=self.extra)
-        if self.messages is not None and endpoint == "responses":
-            return responses_body(self.model, self.messages, self.max_tokens, sampling=self.sampling, extra=self.extra)
-        if self.messages is not None:
-            return chat_body(self.model, self.messages, self.max_tokens, sampling=self.sampling, extra=self.extra)
-        return completions_body(self.model, self.prompt or "", self.max_tokens, sampling=self.sampling,
-                                extra=self.extra)
+        """The JSON body for ``endpoint`` (a streaming one: its builder in :mod:`llmload.wire.endpoints`).
+        A request without messages is a plain prompt; one with messages goes as chat to an endpoint
+        that takes a prompt."""
+        if self.messages is None:
+            return completions_body(self.model, self.prompt or "", self.max_tokens, sampling=self.sampling,
+                                    extra=self.extra)
+        ep = endpoint_of(endpoint)
+        build = part(ep.body if ep.takes == "messages" else endpoint_of("chat").body)
+        return build(self.model, self.messages, self.max_tokens, sampling=self.sampling, extra=self.extra)
 
     def encode(self, endpoint: str = "chat") -> bytes:
         """The JSON body to send (pictures' data URLs spliced in as bytes: see images.encode_with_images)."""

@@ -26,6 +26,7 @@ import random
 import zlib
 from typing import Any
 
+from llmload.wire.endpoints import endpoint as endpoint_of
 from llmload.workload.dataset import Conversation
 from llmload.workload.distributions import Distribution
 from llmload.workload.file.spec import PrefixGroup, WorkloadSpec
@@ -96,7 +97,7 @@ class ScenarioWorkload:
         self.input_tokens = input_tokens or spec.input_tokens
         self.output_tokens = output_tokens or spec.output_tokens
         self.ignore_eos = spec.ignore_eos if ignore_eos is None else ignore_eos
-        self.chat = (endpoint or spec.endpoint) != "completions"  # chat and responses take messages
+        self.chat = endpoint_of(endpoint or spec.endpoint).takes == "messages"  # chat, responses, messages
         self._tag = f"s{user_seed:x}"
         self.images = images if self.chat else None
         self._history_image_tokens = 0
@@ -109,6 +110,7 @@ class ScenarioWorkload:
         self._history: list[dict[str, str]] = []
         self._history_words = 0
         self._system: str | None = None
+        self._prefix_id = ""  # the shared prefix of the request (or session) in progress
         self._conv: Conversation | None = None
 
     # -- the Workload interface -----------------------------------------------------------------
@@ -146,13 +148,15 @@ class ScenarioWorkload:
         return max(1, reply_words) if reply_words else DEFAULT_OUTPUT
 
     def _request(self, messages: list[dict[str, str]], max_tokens: int, words_in: int, session: str = "",
-                 turn: int | None = None, want_text: bool = False, wait_s: float = 0.0) -> LLMRequest:
+                 turn: int | None = None, want_text: bool = False, wait_s: float = 0.0,
+                 resent: int | None = None) -> LLMRequest:
         spec = self.spec
         req = LLMRequest(scenario=spec.name, max_tokens=max_tokens, model=self.model, sampling=dict(spec.sampling),
                          extra=dict(spec.extra), session_id=session, turn=turn, want_text=want_text,
-                         input_tokens=words_in, wait_s=wait_s)
+                         input_tokens=words_in, wait_s=wait_s, resent_tokens=resent)
         if self.ignore_eos:
             req.extra["ignore_eos"] = True
+        req.prefix_id = self._prefix_id
         if self.chat and self.images is not None:
             last = messages[-1]
             messages[-1] = {**last, "content": self.images.content(last["content"], self.rng)}
@@ -165,8 +169,10 @@ class ScenarioWorkload:
         return req
 
     def _system_message(self) -> tuple[list[dict[str, str]], int]:
+        self._prefix_id = ""
         if self.prefixes is not None:
             _g, _i, prefix = self.prefixes.pick(self.rng)
+            self._prefix_id = f"{self.spec.name}.{_g.name}{_i}"
             return [{"role": "system", "content": prefix}], _g.tokens
         if self.spec.system_prompt:
             return [{"role": "system", "content": self.spec.system_prompt}], len(self.spec.system_prompt.split())
@@ -184,8 +190,11 @@ class ScenarioWorkload:
         else:
             n_user = max(1, int(self.input_tokens.sample(self.rng)))
             text, reply = self._user_text(n_user), None  # exactly n_user words: no need to count them
+        # A fixed system prompt is sent again by every request (a prefix group's is the scenario's
+        # expected hit ratio already, and a dataset's differs per conversation).
+        fixed = n_sys if self.prefixes is None and self.spec.system_prompt and system else None
         return self._request([*system, {"role": "user", "content": text}], self._max_tokens(reply),
-                             n_sys + n_user)
+                             n_sys + n_user, resent=fixed)
 
     def _start_session(self) -> None:
         self._sessions += 1
@@ -219,9 +228,14 @@ class ScenarioWorkload:
             text, reply = self._user_text(n_user), None
         messages = ([{"role": "system", "content": self._system}] if self._system else []) + self._history + [
             {"role": "user", "content": text}]
-        words_in = self._history_words + n_user + (len(self._system.split()) if self._system else 0)
+        n_sys = len(self._system.split()) if self._system else 0
+        words_in = self._history_words + n_user + n_sys
         think = 0.0
         if self._turn > 1 and self.spec.session is not None:
             think = float(self.spec.session.think_time_s.sample(self.rng))
+        # Sent before by design: the conversation so far, and the system prompt after the first turn
+        # (a fixed one from the first: every session sends it)
+        fixed = self.prefixes is None and self.spec.system_prompt is not None
+        resent = self._history_words + (n_sys if self._turn > 1 or fixed else 0)
         return self._request(messages, self._max_tokens(reply), words_in, session=self._sid, turn=self._turn,
-                             want_text=self._turn < self._turns, wait_s=think)
+                             want_text=self._turn < self._turns, wait_s=think, resent=resent)

@@ -55,6 +55,27 @@ def unique_text(rng: random.Random, n: int, tag: str) -> str:
     return tag + " " + words(rng, n - 1) if n > 1 else tag
 
 
+class TaggedTexts:
+    """Texts no other request has: each starts with its own tag (``PREFIXnN``, N counting up), then
+    words of ``text`` (the run's corpus or tokenizer) or random words. For workloads whose requests a
+    cache must not answer (rerank passages, tokenize texts).
+
+    Usage::
+
+        texts = TaggedTexts("r1f", rng, text)
+        texts(16)          # 16 tokens, the first one "r1fn1"
+    """
+
+    def __init__(self, prefix: str, rng: random.Random, text: TextSource | None = None) -> None:
+        self.prefix, self.rng, self.text = prefix, rng, text
+        self._n = 0
+
+    def __call__(self, length: int) -> str:
+        self._n += 1
+        tag = f"{self.prefix}n{self._n}"
+        return self.text.text(self.rng, length, tag) if self.text is not None else unique_text(self.rng, length, tag)
+
+
 class TextSource:
     """Random text of an exact word count, cut from a corpus built once.
 

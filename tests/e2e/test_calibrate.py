@@ -8,6 +8,7 @@ import csv
 import json
 import math
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -36,6 +37,7 @@ def test_a_calibrated_limit_holds_in_a_separate_run(tmp_path):
                          timeout=400)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     assert f"wrote {out} and {tmp_path / 'cal.html'}" in res.stdout
+    assert not re.search(r"\b(None|nan)\b", res.stdout), res.stdout  # issue 32, item 6
     r = json.loads(out.read_text())
     assert r["version"] == 2 and r["host"] == socket.gethostname() and r["tolerances"] == TOL.to_dict()
     assert r["settings"]["output_tokens"] == 8 and r["settings"]["repeats"] == 1

@@ -48,7 +48,7 @@ def test_a_full_disk_stops_the_run_and_keeps_the_rows(small_disk, mock_factory, 
     out = res.stdout + res.stderr
     assert took < 60, f"the run did not stop by itself ({took:.0f} s)"
     assert res.returncode == 1, out[-3000:]
-    said = [line for line in out.splitlines() if "No space left on device" in line and "llmload" in line]
+    said = [line for line in out.splitlines() if "No space left on device" in line and "llmload: " in line]
     # the requests file's line stops the run; the other files on that disk (server metrics, the
     # manifest's end) say their own, and whichever came first is the order the writes hit the disk
     rows_said = [line for line in said if f"{prefix}_requests.csv: cannot write: No space left on device" in line]

@@ -5,11 +5,14 @@ address a page names (127.0.0.1:PORT, or a server host like gpu-box:PORT), the d
 A command the docs show that fails here fails this test, naming its page.
 
 Blocks fenced as ``text`` are synopses (``[--flag]``), not commands. docs/distributed.md's commands
-need several hosts and are run by the multi-host tests (tests/real/test_multihost_*.py).
+need several hosts and are run by the multi-host tests (tests/real/test_multihost_*.py). A block
+that writes a file (a heredoc) is a whole script, run as it is written by a test of its own
+(docs/sweep.md's sweep: :func:`test_the_sweep_example_runs_as_written`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -38,6 +41,8 @@ def shell_commands(markdown: str) -> list[str]:
     """The llmload/locust lines of the fenced sh/bash blocks, continuation lines joined, comments cut."""
     out = []
     for block in re.findall(r"```(?:sh|bash|shell)\n(.*?)```", markdown, flags=re.S):
+        if "<<" in block:  # a script that writes its own files: run whole, not line by line
+            continue
         text = re.sub(r"\\\n\s*", " ", block)
         for line in text.splitlines():
             line = re.sub(r"\s+#.*$", "", line).strip()
@@ -60,6 +65,25 @@ def test_the_synopsis_blocks_are_not_shell_blocks():
         with open(os.path.join(ROOT, page), encoding="utf-8") as f:
             for line in shell_commands(f.read()):
                 assert "[--" not in line, f"{page}: a synopsis in a sh block (fence it as text): {line}"
+
+
+def test_the_live_view_says_how_the_web_ui_quits_after_its_run(mock_factory, tmp_path):
+    """-t ends the test, not the web UI (issue 32, item 17): the page's own command with --autoquit
+    quits by itself once its run is done."""
+    with open(os.path.join(ROOT, "docs/live-view.md"), encoding="utf-8") as f:
+        (command,) = [c for c in shell_commands(f.read()) if "--autoquit" in c]
+    mock = mock_factory()
+    port = mock.url.rsplit(":", 1)[1]
+    argv = shlex.split(adapted(command, {p: int(port) for p in ADDRESS.findall(command)}))
+    argv[argv.index("--autoquit") + 1] = "1"
+    for name in ("locustfiles", "scenarios"):
+        os.symlink(os.path.join(ROOT, name), tmp_path / name)
+    t0 = time.monotonic()
+    res = subprocess.run([sys.executable, "-m", *argv, "--web-host", "127.0.0.1", "--web-port", str(free_port())],
+                         cwd=tmp_path, env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0 and time.monotonic() - t0 < 60, res.stderr[-3000:]
+    assert "-t 4s" in " ".join(argv) and "--autostart" in argv
 
 
 def test_every_documented_command_runs(tmp_path):
@@ -93,7 +117,10 @@ def test_every_documented_command_runs(tmp_path):
                     continue
                 for port in {int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)", cmd)}:
                     mock_on(port)
-                if argv[0] == "locust" and "--headless" not in argv:  # the web UI: it must come up and answer
+                if argv[0] == "locust" and "--autoquit" in argv:  # the web UI that quits by itself: it must
+                    argv += ["--web-host", "127.0.0.1", "--web-port", str(free_port())]
+                if argv[0] == "locust" and "--headless" not in argv and "--autoquit" not in argv:  # the web UI: it
+                    # must come up and answer
                     web = free_port()
                     proc = subprocess.Popen([*argv, "--web-host", "127.0.0.1", "--web-port", str(web)], cwd=tmp_path,
                                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -115,3 +142,28 @@ def test_every_documented_command_runs(tmp_path):
             p.communicate(timeout=30)
     assert (tmp_path / "runs" / "steps_requests.csv").exists()
     assert {"README.md", "docs/benchmarks.md", "docs/report.md", "docs/live-view.md", "docs/servers.md"} <= set(ran)
+
+
+def test_the_sweep_example_runs_as_written(tmp_path):
+    """Issue 32, item 4: docs/sweep.md's example had a `PY` placeholder, so pasted literally every cell
+    failed. Its block is now a script with nothing to fill in: run exactly that text, and it must name
+    the best deployment per workload that the page's sweep.md shows."""
+    with open(os.path.join(ROOT, "docs/sweep.md"), encoding="utf-8") as f:
+        page = f.read()
+    blocks = [b for b in re.findall(r"```sh\n(.*?)```", page, flags=re.S) if "llmload sweep docsweep/" in b]
+    assert len(blocks) == 1, blocks
+    assert "PY " not in blocks[0] and "BIN" not in blocks[0]
+    shown = page[page.index(blocks[0]):]
+    answer = shown[shown.index("## The answer"):shown.index("## Pareto frontier")]
+    rows = [[c.strip() for c in line.strip().split("|")] for line in answer.splitlines()
+            if line.strip().startswith("|")]
+    expected = {r[1]: r[2] for r in rows if r[1] not in ("workload", "---")}
+    assert expected == {"chat": "mid[max_num_seqs=8]", "long": "mid[max_num_seqs=8]"}, expected
+    env = {**os.environ, "PYTHONPATH": ROOT, "LLMLOAD_ARCHIVE": "off",
+           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
+    res = subprocess.run(["bash", "-e", "-c", blocks[0]], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=480)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    with open(tmp_path / "docsweep" / "out" / "sweep.json", encoding="utf-8") as f:
+        best = {w: b["deployment"] for w, b in json.load(f)["best"].items()}
+    assert best == expected, res.stdout[-3000:]

@@ -6,16 +6,16 @@ stop), and that statuses, token counts and timings agree with the server's groun
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from tests.support.locust_runs import CHAT, LOCUST, check_against_log, load_rows, run_locust
+from tests.support.locust_runs import CHAT, LOCUST, check_against_log, explained, load_rows, run_locust
 from tests.support.processes import ROOT, free_port, raise_priority
 
 
@@ -48,19 +48,31 @@ def test_local_run_writes_every_row_and_the_summary(mock, tmp_path):
     # streams finishing under --stop-timeout are counted; our requests CSV has them all.)
     assert agg["Request Count"] == llm["Request Count"] <= len(rows)
     assert set(locust_stats["Type"].dropna()) >= {"LLM", "TTFT", "TPOT"}
+    # Locust's "Average size (bytes)" is bytes (issue 32, item 9): 40 tokens are ~40 SSE events of ~150 bytes
+    assert llm["Average Content Size"] > 100 * 40, llm["Average Content Size"]
+    # the client: one short verdict line; its details in PREFIX_run.json (issue 32, item 8)
+    client = [line for line in res.stdout.splitlines() if line.startswith(("client", "CLIENT"))]
+    assert len(client) == 1 and len(client[0]) < 300 + len(str(tmp_path)), client
+    assert "garbage collector" not in res.stdout
+    manifest = json.loads((tmp_path / "local_run.json").read_text())["client"]
+    assert client[0].startswith(manifest["verdict"]) and "gc" in manifest["stalls"]
+    assert manifest["timing"]["requests"] == len(rows) and manifest["intervals"] >= 1
 
 
 def test_processes_2_cancels_in_flight_streams_without_losing_rows(mock, tmp_path):
     prefix = tmp_path / "procs"
     port = str(free_port())  # not Locust's default 5557: another run on this machine may hold it
     res = run_locust(["-f", CHAT, "--host", mock.url, "-u", "8", "-r", "8", "--csv", str(prefix),
-                      "--processes", "2", "--master-bind-port", port, "--master-port", port, *COMMON], tmp_path)
-    assert res.returncode == 0, res.stderr[-3000:]
-    time.sleep(0.5)
-    rows = load_rows(prefix)
-    check_against_log(rows, mock, expect_users=8)
-    assert (rows["status"] == "cancelled").sum() >= 1  # no --stop-timeout: streams cut at the end
-    assert set(rows["worker"]) == {0, 1}
+                      "--processes", "2", "--master-bind-port", port, "--master-port", port, "--verbose", *COMMON],
+                     tmp_path)
+    with explained(res, tmp_path / "locust.log"):  # on failure: the master's and workers' llmload lines
+        assert res.returncode == 0, res.stderr[-3000:]
+        # --verbose: the client's details below its line, every worker's stalls summed (issue 32, item 8)
+        assert "client details:" in res.stdout and "garbage collector:" in res.stdout, res.stdout[-3000:]
+        rows = load_rows(prefix)
+        check_against_log(rows, mock, expect_users=8, prefix=prefix)  # a row short: which, and was it sent
+        assert (rows["status"] == "cancelled").sum() >= 1  # no --stop-timeout: streams cut at the end
+        assert set(rows["worker"]) == {0, 1}
 
 
 def test_master_and_two_workers(mock, tmp_path):
@@ -88,8 +100,12 @@ def test_master_and_two_workers(mock, tmp_path):
     assert manifest["workers"] == 2 and set(rows["run_id"]) == {manifest["run_id"]}  # the master stamps every row
 
 
+@pytest.mark.timing
 def test_timing_accuracy_with_64_users_in_one_process(mock_factory, tmp_path):
-    """TTFT and TPOT within 1 ms of the server's log at p99, 64 concurrent streams."""
+    """TTFT and TPOT against the server's log, 64 concurrent streams. The figure (within 1 ms at p99)
+    needs a quiet machine: benchmarks/timing_accuracy.py. Here, bounds a timing bug breaks: a TTFT
+    or TPOT taken at the wrong moment is off for every request (the median), by a token gap (10 ms)
+    for TTFT, by a gap over the request's 49 (0.2 ms) for TPOT."""
     mock = mock_factory("--profile", "fixed", "--ttft-ms", "50", "--itl-ms", "10")
     raise_priority(mock.proc.pid)  # its own timestamps are the truth: a descheduled mock would bend them
     prefix = tmp_path / "acc"
@@ -106,8 +122,11 @@ def test_timing_accuracy_with_64_users_in_one_process(mock_factory, tmp_path):
         e = log[r.request_id]
         ttft_err.append(r.ttft_ms - (e["first_token_mono"] - e["arrival_mono"]) * 1000)
         tpot_err.append(r.tpot_ms - (e["last_token_mono"] - e["first_token_mono"]) * 1000 / (e["tokens_sent"] - 1))
-    assert np.percentile(np.abs(ttft_err), 99) < 1.0, np.percentile(ttft_err, [50, 99])
-    assert np.percentile(np.abs(tpot_err), 99) < 1.0
+    assert min(ttft_err) > -0.5  # never shorter than the truth
+    assert np.percentile(np.abs(ttft_err), 50) < 1.0 and np.percentile(np.abs(ttft_err), 99) < 30.0, \
+        np.percentile(ttft_err, [50, 99, 100])
+    assert np.percentile(np.abs(tpot_err), 50) < 0.1 and np.percentile(np.abs(tpot_err), 99) < 2.0, \
+        np.percentile(tpot_err, [50, 99, 100])
 
 
 def test_step_load_report_finds_the_profiles_capacity(mock_factory, tmp_path):

@@ -73,7 +73,8 @@ def test_ample_kv_and_steps_that_slow_with_the_batch_are_compute(mock_factory, t
     assert [s["users"] for s in steps] == [4, 8, 16, 32]
     knee = data["capacity"]["server_limited_by"]
     assert knee["limited_by"] == "compute", knee
-    assert knee["above_capacity"] and knee["users"] > data["capacity"]["users"]
+    cap = data["capacity"]["users"]  # None once at load average 6: 24 and 28 ok requests at 4 and 8 users (< 30)
+    assert knee["above_capacity"] and (cap is None or knee["users"] > cap), (knee, data["capacity"])
     ev = knee["evidence"]
     assert ev["kv_usage_max"] < 0.01 and ev["tpot_growth"] >= 1.5, ev
     assert "each decode step slows as the batch grows" in knee["reason"]
@@ -118,9 +119,11 @@ def test_a_dead_or_huge_metrics_endpoint_does_not_touch_the_load(mock_factory, t
         print(f"{name}:", m)
         assert abs(m["ok"] - b["ok"]) <= max(8, 0.1 * b["ok"]), (name, m, b)
         # The body of the distribution: ~130 requests' p95 is a handful of them, and on this shared
-        # 2-core machine a few scheduling hiccups move it by tens of ms with or without scraping.
+        # 2-core machine a few scheduling hiccups move it by tens of ms with or without scraping (a
+        # p75 of 39 against 33 ms was seen while a compiler and pip ran beside). A scrape that blocked
+        # the client's loop would hold every stream for its 1-s timeout: hundreds of ms on the body.
         for k in ("ttft_p50", "ttft_p75"):
-            assert abs(m[k] - b[k]) <= max(3.0, 0.1 * b[k]), (name, k, m, b)
+            assert abs(m[k] - b[k]) <= max(15.0, 0.3 * b[k]), (name, k, m, b)
         assert abs(m["tpot_p50"] - b["tpot_p50"]) <= 0.5, (name, m, b)
         up = pd.read_csv(tmp_path / f"{name}_server_metrics.csv").query("metric == 'up'")
         assert len(up) >= 5 and (up["value"] == 0).all()  # it kept trying, quietly

@@ -85,3 +85,23 @@ def test_a_starved_client_is_flagged_as_client_limited(mock_factory, tmp_path):
     hist = pd.read_csv(f"{prefix}_llm_history.csv")
     # the burner holds its process's core (90-100 % quiet; 55-75 % with other work on both cores)
     assert hist["client_limited"].any() and hist["client_cpu_max"].max() > 50
+
+
+def test_steps_with_a_locustfile_without_a_shape_runs_the_step_shape(mock_factory, tmp_path):
+    """Issue 32, item 1: `locust -f locustfiles/chat.py --steps 2,4 --step-seconds 5` printed "No run time
+    limit set" and ran one user until it was killed. Now llmload runs its step shape, says so, and the run
+    ends by itself after the two steps, with 2 and then 4 users."""
+    mock = mock_factory("--profile", "fixed", "--ttft-ms", "20", "--itl-ms", "2")
+    prefix = tmp_path / "x"
+    res = run_locust(["-f", os.path.join(ROOT, "locustfiles", "chat.py"), "--headless", "--host", mock.url,
+                      "--steps", "2,4", "--step-seconds", "3", "--csv", str(prefix), "-u", "9", "--stop-timeout", "5",
+                      "--input-tokens", "20", "--output-tokens", "10"], tmp_path, timeout=90)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-3000:]
+    assert ("llmload: --steps 2,4: the locustfile has no load shape, so llmload runs its step shape (StepLoadShape) "
+            "with the options given; -u does not apply to it") in out, out[-3000:]
+    assert "No run time limit set" not in out and "Shape test completed" in out
+    rows = load_rows(prefix)
+    assert sorted(set(rows["users"])) == [2, 4], sorted(set(rows["users"]))
+    manifest = json.loads((tmp_path / "x_run.json").read_text())
+    assert manifest["shape"]["class"] == "StepLoadShape" and manifest["shape"]["steps"] == [2, 4]

@@ -7,7 +7,8 @@ import http.client
 
 import pytest
 
-from llmload.mock.engine.batching_engine import BatchingEngine, EngineParams, EngineRequest
+from llmload.mock.engine.batching_engine import BatchingEngine
+from llmload.mock.engine.engine_base import EngineParams, EngineRequest
 from llmload.mock.engine.metrics_state import METRIC_FORMATS, EngineStats
 from llmload.mock.telemetry.prometheus import render_metrics
 from llmload.server_metrics import aggregate_step, detect_engine, parse_exposition, snapshot

@@ -16,7 +16,8 @@ from email.utils import formatdate
 import pytest
 
 from llmload.metrics.record import CSV_COLUMNS
-from llmload.metrics.stats import LLMStats, ScenarioStats
+from llmload.metrics.scenario_stats import ScenarioStats
+from llmload.metrics.stats import LLMStats
 from llmload.net.limits import explain_connect_error
 from llmload.plugin.output.end_of_run import end_of_run_text
 from llmload.plugin.output.live import LiveHistory, LiveWindow

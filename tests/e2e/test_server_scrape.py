@@ -12,7 +12,8 @@ import gevent
 import pytest
 
 from llmload.server_metrics import MAX_EXPOSITION_BYTES
-from llmload.server_metrics.scrape import ScrapeError, ServerMetricsScraper, candidate_urls, fetch
+from llmload.server_metrics.fetch import ScrapeError, fetch
+from llmload.server_metrics.scrape import ServerMetricsScraper, candidate_urls
 from tests.support.locust_runs import CHAT, LOCUST, llmload_lines, run
 from tests.support.metric_scrapes import scrapes
 from tests.support.metrics_endpoints import dead_endpoint, dripping_endpoint, static_endpoint
@@ -91,7 +92,7 @@ def test_a_fleet_with_a_dead_replica_warns_once_and_writes_every_scrape(tmp_path
     up = [(r["endpoint"], r["value"]) for r in rows if r["metric"] == "up"]
     assert sorted(up) == sorted([(good.url + "/metrics", "1")] * 3 + [(dead, "0")] * 3)
     assert {r["metric"] for r in rows} >= {"requests_running", "kv_cache_usage", "server_ttft_seconds_bucket",
-                                           "vllm:request_success_total", "scrape_duration_seconds"}
+                                           "requests_finished", "scrape_duration_seconds"}
     assert scraper.scrapes == 6 and scraper.failures == 3 and scraper.engines[good.url + "/metrics"] == "vllm"
     last = scraper.samples[-1]
     assert last["running"] == 46 and last["endpoints_up"] == 1 and last["endpoints"] == 2

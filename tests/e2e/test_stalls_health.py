@@ -13,7 +13,9 @@ from gevent.monkey import get_original
 
 from llmload.health.calibration import Calibration, from_dict, load_calibration, save_calibration
 from llmload.health.machine import MachineSampler, parse_loadavg, parse_proc_stat
+from llmload.health.run_verdict import ClientRun
 from llmload.health.sampler import ClientHealth
+from llmload.health.stall_names import WEB_UI
 from llmload.health.stalls import (
     HUB,
     OFF_CPU,
@@ -56,6 +58,32 @@ def test_a_greenlet_that_holds_the_loop_is_named():
     assert s.worst[0][2] == "hog_the_loop", s.worst
 
 
+def test_a_web_ui_request_that_holds_the_loop_is_named_as_one():
+    # Locust's web UI is gevent's WSGI server: one greenlet per connection, running gevent's
+    # _handle_and_close_when_done; a stall there is the web UI's requests, not that function
+    from gevent import pywsgi
+    from gevent import socket as gsocket
+
+    def app(environ, start_response):
+        hog_the_loop(30)
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"ok"]
+
+    server = pywsgi.WSGIServer(("127.0.0.1", 0), app, log=None)
+    server.start()
+    try:
+        def ask():
+            with gsocket.create_connection(("127.0.0.1", server.server_port), timeout=5) as c:
+                c.sendall(b"GET /stats/requests HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                while c.recv(4096):
+                    pass
+
+        s = watched(ask)
+    finally:
+        server.stop()
+    assert s.worst[0][2] == WEB_UI, s.worst
+
+
 def test_slices_need_a_real_yield():
     def polite():
         for _ in range(50):
@@ -85,8 +113,17 @@ def test_users_that_paused_together_are_sliced_again():
     def crowd():
         gevent.joinall([gevent.spawn(user) for _ in range(40)])
 
-    s = watched(crowd)
-    assert not any("user" in c for c in s.culprits), s.worst
+    # A busy machine can stretch one 0.2-ms slice past the watcher's bar (3.4 ms once, while the OS
+    # also held the process off its core for 4.8 s): of three tries one must be clean. Without the
+    # slicing every try has its ~8-ms turn.
+    tries = []
+    for _ in range(3):
+        s = watched(crowd)
+        tries.append(s.worst)
+        if not any("user" in c for c in s.culprits):
+            break
+    else:
+        raise AssertionError(f"every try had a long turn in the users: {tries}")
 
 
 def test_yield_if_turn_is_long_gives_up_after_a_few_pauses(monkeypatch):
@@ -237,11 +274,11 @@ def test_calibration_file_is_used_only_on_its_host(tmp_path, caplog):
 
 
 def test_run_notes_advise_by_cause():
-    text = run_notes(["worker 0: CPU 11 %"], "", 2.0, {"machine": 3}, "client: no event-loop stall")
-    assert text.startswith("CLIENT-LIMITED") and "free the machine" in text and "(3 intervals)" in text
-    assert "add worker processes" not in text and text.endswith("client: no event-loop stall")
-    assert "add worker processes" in run_notes(["x"], "", 2.0, {"process": 1})
-    assert run_notes([], "", 2.0).startswith("client: not limited")
+    text = run_notes(ClientRun(2.0, ["at 0:04: worker 0: CPU 11 %"] * 3, {"machine": 3}), "", StallStats())
+    assert text.startswith("CLIENT-LIMITED") and "free the machine" in text and "in 3 intervals of 2 s" in text
+    assert "add worker processes" not in text and text.endswith(". No event-loop stall over 2 ms (details: --verbose)")
+    assert "add worker processes" in run_notes(ClientRun(2.0, ["x"], {"process": 1}), "")
+    assert run_notes(ClientRun(2.0), "").startswith("client: not limited")
 
 
 def test_gc_policy_freezes_what_start_up_built():
@@ -277,4 +314,4 @@ def test_client_view_sums_every_process_and_counts_each_sample_once():
     in_flight, states = view.state()
     assert in_flight == {"chat": 5, "rag": 1} and sorted(h["worker"] for h in states) == [0, 1]
     assert view.stalls.count == 3 and view.stalls.turns == 300 and view.stalls.max_ms == 5.0
-    assert view.stall_notes().startswith("client: 3 event-loop stalls over 2 ms in 300 loop turns")
+    assert describe_stalls(view.stalls).startswith("3 event-loop stalls over 2 ms in 300 loop turns")

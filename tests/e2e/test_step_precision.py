@@ -42,7 +42,7 @@ def test_a_steady_step_ends_early_and_a_slow_one_runs_to_its_cap(mock_factory, t
     shape = _run(mock, steady, tmp_path, "2,4", 90, 10)
     log = shape["step_log"]
     assert [(e["users"], e["ended"]) for e in log] == [(2, "precise"), (4, "precise")], log
-    assert all(e["seconds"] < 60 for e in log), log
+    assert all(e["seconds"] < 90 for e in log), log  # before the cap: ~12 s quiet, 70 s once at load average 7
     assert all("within 5 %" in e["why"] and "ttft_p95_ms 15" in e["why"] for e in log), log
     rows = load_rows(steady)
     assert rows["start_time"].max() - rows["start_time"].min() < 120  # the schedule's cap is 180 s

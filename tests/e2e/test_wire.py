@@ -55,7 +55,9 @@ def test_keepalive_comments_do_not_hold_off_the_first_token_deadline(wire, cls):
     t0 = time.monotonic()
     rec, _ = run(wire, cls, "keepalive_no_token", first_token_timeout=0.5, timeout=5)
     assert rec.status == "timeout" and "no first token within 0.5 s" in rec.error, rec.error
-    assert 0.45 < time.monotonic() - t0 < 1.3  # the comments kept coming every 0.1 s for 1.5 s
+    assert time.monotonic() - t0 > 0.45  # never before its deadline
+    # the comments kept coming every 0.1 s for 1.5 s: on the request's own clock it ended at its deadline,
+    # not at their end (the wall clock around it also counts building the SDK's client: 1.44 s on a busy machine)
     assert rec.e2e_ms == pytest.approx(500, abs=250)
 
 
@@ -132,6 +134,19 @@ def test_usage_before_choices_and_several_choices(wire, cls):
     rec, _ = run(wire, cls, "two_choices")
     assert rec.status == "ok" and rec.output_events == 2 and rec.finish_reason == "stop"
     assert rec.token_source == "chunks" and rec.completion_tokens == 2
+
+
+@pytest.mark.parametrize("cls", TRANSPORTS)
+def test_a_request_counts_its_responses_bytes_for_locusts_size_column(wire, cls):
+    # Locust's "Average size (bytes)" of the LLM row held output tokens (issue 32, item 9): bytes now,
+    # the body as received (the fast transport reads the chunked framing too; httpx hands it over without)
+    (_, body), = wire_server.SCRIPTS["usage_first"]
+    rec, _ = run(wire, cls, "usage_first")
+    framed = len(body) - len(wire_server.HEAD)
+    events = sum(int(line, 16) for line in body[len(wire_server.HEAD):].split(b"\r\n")[0::2] if line)
+    assert rec.response_bytes == (framed if cls is FastTransport else events), (rec.response_bytes, framed, events)
+    assert rec.response_bytes > 10 * rec.completion_tokens
+    assert rec.clock_stamped is (cls is OpenAITransport)  # the fast transport reads the kernel's stamps
 
 
 @pytest.mark.parametrize("cls", TRANSPORTS)

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from locust.rpc import Message
 
 from llmload.health.fleet import ClientView
+from llmload.health.run_verdict import stall_phrase, timing_phrase
 from llmload.metrics.histogram import Histogram
 from llmload.metrics.stats import LLMStats
 from llmload.plugin.cluster import messages
@@ -500,7 +501,8 @@ def ingest(message: messages.MessageType, payload: dict) -> None:
     if isinstance(payload, dict) and "health" in payload:
         view.add("w1", payload["health"], payload["in_flight"], payload["index"])
         view.state()
-        view.stall_notes()
+        stall_phrase(view.stalls)
+        timing_phrase(view.timing, view.stalls)
     rows = payload.get("rows") if isinstance(payload, dict) else None
     if rows:
         out = io.StringIO()

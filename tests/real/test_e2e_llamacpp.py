@@ -41,13 +41,13 @@ def server(tiny_model):
     stop_llama_server(proc)
 
 
-def run(server: LlamaServer, tmp_path, locustfile: str, *args: str, timeout: float = 120) -> pd.DataFrame:
+def run(server: LlamaServer, tmp_path, locustfile: str, *args: str, timeout: float = 240) -> pd.DataFrame:
     tmp_path.mkdir(parents=True, exist_ok=True)
     prefix = tmp_path / "run"
     before = server.metrics()
     env = {**os.environ, "PYTHONPATH": ROOT}
     res = subprocess.run([*LOCUST, "-f", os.path.join(ROOT, "locustfiles", locustfile), "--host", server.url,
-                          "--headless", "--csv", str(prefix), "--stop-timeout", "30", *args],
+                          "--headless", "--csv", str(prefix), "--stop-timeout", "120", *args],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
     (tmp_path / "locust.log").write_text(res.stdout + res.stderr)  # whole: a failure's cause is rarely at the end
     assert res.returncode == 0, f"whole log: {tmp_path / 'locust.log'}\n" + res.stdout[-2000:] + res.stderr[-3000:]

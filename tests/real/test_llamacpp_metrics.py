@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from llmload.server_metrics import parse_exposition, snapshot
-from llmload.server_metrics.scrape import fetch
+from llmload.server_metrics.fetch import fetch
 from tests.support.locust_runs import CHAT, load_rows, report, run_locust
 
 try:
@@ -29,8 +29,8 @@ def test_llama_server_metrics_are_read_mapped_and_agree_with_the_client(llama_se
     before = counters(llama_server.url)
     prefix = tmp_path / "llama"
     res = run_locust(["-f", CHAT, "--host", llama_server.url, "-u", "12", "-r", "12", "-t", "6s", "--headless",
-                      "--csv", str(prefix), "--stop-timeout", "20", "--output-tokens", "64", "--input-tokens", "40",
-                      "--server-metrics-interval", "1", "--model", llama_server.model_alias], tmp_path, timeout=180)
+                      "--csv", str(prefix), "--stop-timeout", "120", "--output-tokens", "64", "--input-tokens", "40",
+                      "--server-metrics-interval", "1", "--model", llama_server.model_alias], tmp_path, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     assert f"reading server metrics from {llama_server.url}/metrics (llamacpp)" in res.stderr
     after = counters(llama_server.url)
@@ -44,9 +44,11 @@ def test_llama_server_metrics_are_read_mapped_and_agree_with_the_client(llama_se
     csv = pd.read_csv(f"{prefix}_server_metrics.csv")
     up = csv[csv["metric"] == "up"]
     # every answered scrape names the engine; one the busy server did not answer in time is up=0,
-    # unlabelled (written, not hidden), and not most of them
+    # unlabelled (written, not hidden). How many it answers is llama-server's: 0.7 at load 8, 0.43 with a
+    # second llama-server and a busy loop on one core; every scrape of the 1-s interval is written.
     assert set(up[up["value"] == 1]["labels"]) == {'engine="llamacpp"'}
-    assert up["labels"][up["value"] == 0].isna().all() and (up["value"] == 1).mean() >= 0.5  # 0.7 seen at load 8
+    assert up["labels"][up["value"] == 0].isna().all() and (up["value"] == 1).sum() >= 2
+    assert len(up) >= 5  # a 6-s run scraped every second (the first and last at the run's edges)
     running = csv[csv["metric"] == "requests_running"]["value"]
     waiting = csv[csv["metric"] == "requests_waiting"]["value"]
     # 12 users on 4 slots: the slots fill and the rest are deferred (two in three wait at any time)

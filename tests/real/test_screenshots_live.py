@@ -28,6 +28,8 @@ pytestmark = pytest.mark.skipif(
     reason="needs chromium and chromedriver (apt-get install chromium chromium-driver; make test does it)",
 )
 SIGNIFICANT = re.compile(r"([1-9]\d{2,}|[1-9]\.\d\d|[1-9]\d\.\d|0\.0*[1-9]\d\d|0)")  # 3 significant digits, or 0
+# The LLM tabs get numbers (JSON) and Locust's page prints them as JavaScript does: 2 for 2.00
+AT_MOST_3 = re.compile(r"([1-9]\d*|[1-9]\.\d{1,2}|[1-9]\d\.\d|0\.0*[1-9]\d{0,2}|0)")
 
 
 def browser(tmp_path):
@@ -64,7 +66,9 @@ def check_dashboard(driver, png, running: bool) -> list[dict]:
     shoot(driver, "", SCREENSHOTS / png)
     assert horizontal_overflow(driver, boxes=True) == 0
     charts = driver.execute_script(CHART_DATA)
-    assert len(charts) == len(catalog.dashboard_spec()) + 3 + 3, [c["id"] for c in charts]
+    # TTFT visible is TTFT exactly for these workloads (no reasoning): no panel of its own (issue 32, item 16)
+    plain = [c for c in catalog.dashboard_spec() if not c["differs_from"]]
+    assert len(charts) == len(plain) + 3 + 3, [c["id"] for c in charts]
     # one time span on every panel, client and server
     assert len({(c["xmin"], c["xmax"]) for c in charts}) == 1, charts
     for c in charts:
@@ -135,7 +139,7 @@ def test_dashboard_and_llm_tabs_at_1280_during_the_run_and_after_stop(mock_facto
 
         shoot(driver, base + "/llmload/dashboard", SCREENSHOTS / "dashboard_running.png")
         wait_for(lambda: all(all(n >= 3 for n in c["points"]) for c in driver.execute_script(CHART_DATA)
-                             if c["id"] != "chart-errors") and len(driver.execute_script(CHART_DATA)) == 12, timeout=30)
+                             if c["id"] != "chart-errors") and len(driver.execute_script(CHART_DATA)) == 11, timeout=30)
         check_dashboard(driver, "dashboard_running.png", running=True)
         values = hover_values(driver, "chart-ttft")
         assert re.fullmatch(r"\d+:\d\d", values[0]), values  # the time since the first sample
@@ -147,8 +151,8 @@ def test_dashboard_and_llm_tabs_at_1280_during_the_run_and_after_stop(mock_facto
         chat = next(r for r in rows if r["Scenario"] == "chat")
         assert chat["Window"] == "last 10 s" and int(chat["In flight"]) <= 6
         assert {r["Scenario"] for r in rows} >= {"chat", "rag", "Aggregated"}
-        for _key, title in llm_tab.DEFAULT[3:-1]:  # rates and latencies: 3 significant digits
-            assert SIGNIFICANT.fullmatch(chat[title]), (title, chat[title])
+        for _key, title in llm_tab.DEFAULT[3:-1]:  # rates and latencies: at most 3 significant digits
+            assert AT_MOST_3.fullmatch(chat[title]), (title, chat[title])
         details = check_tab(driver, "llm_tab_details_running.png", "LLM details", llm_tab.DETAILS)
         assert next(r for r in details if r["Scenario"] == "chat")["Server running / waiting"] != "–"
 

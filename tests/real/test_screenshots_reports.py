@@ -10,6 +10,7 @@ and /usr/bin/chromedriver (`make browser-deps`).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -104,4 +105,74 @@ def test_report_and_compare_in_chromium(mock_factory, tmp_path):
     finally:
         driver.quit()
     for png in ("report.png", "compare.png"):
+        assert (SCREENSHOTS / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# Two deployments of the mock: `fast` meets both SLOs at every step, `slow` (12-ms decode steps) breaks
+# the TPOT SLO at every step: the frontier has points that met and points that broke an SLO.
+SWEEP_PLAN = """\
+slo: [ttft_p95_ms=400, tpot_p95_ms=8]
+target_rps: 20
+deployments:
+  fast: {{serve: "{mock}", gpus: 1, gpu_hourly_usd: 2.0}}
+  slow: {{serve: "{mock} --step-base-ms 12", gpus: 1, gpu_hourly_usd: 0.5}}
+workloads:
+  chat: {{input_tokens: 100, output_tokens: 24}}
+load: {{steps: [2, 4, 8, 12], step_seconds: 3, warmup_s: 1}}
+"""
+MOCK = f"{sys.executable} -m llmload.cli mock --port {{port}} --profile fast"
+LEGEND_BELOW_THE_PANELS = """
+const svg = document.querySelector(arguments[0]);
+const legend = svg.querySelector("g[id^='legend']").getBoundingClientRect();
+const panels = [...svg.querySelectorAll("g[id^='axes'] > g[id^='patch']")].map(p => p.getBoundingClientRect());
+return panels.length > 0 && panels.every(p => legend.top >= p.bottom - 0.5);
+"""
+TEXT_OUTSIDE_ITS_SVG = """
+const out = [];
+for (const svg of document.querySelectorAll('svg')) {
+  const box = svg.getBoundingClientRect();
+  for (const t of svg.querySelectorAll('text')) {
+    const r = t.getBoundingClientRect();
+    if (r.width && (r.left < box.left - 0.5 || r.right > box.right + 0.5)) out.push(t.textContent);
+  }
+}
+return out;
+"""
+
+
+def test_sweep_and_calibrate_pages_in_chromium(tmp_path):
+    """The sweep's frontier as wide as the page with its legend under the panels (it covered points),
+    a broken SLO marked apart from a met one; calibrate's labels inside their charts ("limit" was cut
+    to "lir" when the limit was the last point). Issue 32, item 16."""
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(SWEEP_PLAN.format(mock=MOCK))
+    env = {**os.environ, "PYTHONPATH": ROOT, "LLMLOAD_ARCHIVE": str(tmp_path / "runs.sqlite")}
+    res = subprocess.run([sys.executable, "-m", "llmload.cli", "sweep", str(plan), "--out", str(tmp_path / "sweep")],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    cal = tmp_path / "cal.json"  # 4 and 8 streams of short requests both hold: the limit is the last point
+    res = subprocess.run([sys.executable, "-m", "llmload.cli", "calibrate", "--streams", "4,8", "--step-seconds", "2",
+                          "--repeats", "1", "--input-tokens", "32", "--output-tokens", "8", "--ttft-ms", "20",
+                          "--itl-ms", "10", "--out", str(cal)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=400)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    driver = chromium(tmp_path / "profile")
+    try:
+        shoot(driver, (tmp_path / "sweep" / "sweep.html").as_uri(), SCREENSHOTS / "sweep.png")
+        check_page(driver, "sweep")
+        keys = driver.execute_script("return [...document.querySelectorAll('svg.chart')].map(s => s.dataset.chart)")
+        assert keys == ["frontier-chat"], keys
+        assert driver.execute_script(LEGEND_BELOW_THE_PANELS, "svg.chart"), "the legend is over a panel"
+        text = driver.find_element("css selector", "svg.chart").text
+        assert "an SLO broken" in text and "every SLO met" in text and "slow" in text
+
+        shoot(driver, (tmp_path / "cal.html").as_uri(), SCREENSHOTS / "calibrate.png")
+        assert horizontal_overflow(driver) == 0, "calibrate: the page scrolls sideways"
+        assert overlapping_text(driver) == [], "calibrate: texts over each other"
+        assert driver.execute_script(TEXT_OUTSIDE_ITS_SVG) == [], "calibrate: a label runs past its chart"
+        limit = json.loads(cal.read_text())["per_process"]["max_streams"]
+        assert driver.find_elements("xpath", f"//*[name()='text'][.='limit {limit}']")
+    finally:
+        driver.quit()
+    for png in ("sweep.png", "calibrate.png"):
         assert (SCREENSHOTS / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -34,7 +34,10 @@ def test_a_rag_run_caches_what_vllm_counts_and_the_profiler_wraps_its_step(vllm_
     prefix = tmp_path / "rag"
     res = run_locust(["-f", SYNTHETIC, "--host", vllm_server.url, "--headless", "--csv", str(prefix), "--scenario",
                       str(scenario), "--steps", "2,4", "--step-seconds", "5", "--search-warmup-s", "1",
-                      "--profile-step", "2", "--stop-timeout", "30", "--model", vllm_server.model], tmp_path,
+                      "--profile-step", "2", "--stop-timeout", "30", "--model", vllm_server.model,
+                      # scrapes every 0.5 s: at the default 2 s a 4-s window held one scrape once, when a
+                      # busy machine made a tick late, and one scrape bounds no delta
+                      "--server-metrics-interval", "0.5"], tmp_path,
                      timeout=240)
     assert res.returncode == 0, res.stderr[-3000:]
     after = vllm_server.metrics()

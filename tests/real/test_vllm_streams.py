@@ -47,8 +47,12 @@ def test_every_endpoint_streams_with_vllms_exact_usage(four_endpoints):
     finished = after["vllm:request_success_total"] - before.get("vllm:request_success_total", 0.0)
     assert finished == len(rows)  # every request vLLM finished is a row, and no row is one it did not
     # one chunk per token: a TPOT for every row, unless the client read all its tokens at once (a busy
-    # machine: vLLM wrote them while Locust was descheduled), which the row says
-    assert rows["ttft_ms"].notna().all() and ((rows["tpot_ms"] > 0) | (rows["coalesced_reads"] > 0)).all()
+    # machine: vLLM wrote them while Locust was descheduled), which the row says, or vLLM sent them in one
+    # event (its front end merges the deltas it has not streamed yet when it falls behind its engine: a
+    # busy machine again), and then the first token came with the last
+    spread = (rows["tpot_ms"] > 0) | (rows["coalesced_reads"] > 0) | (rows["e2e_ms"] - rows["ttft_ms"] < 1.0)
+    assert rows["ttft_ms"].notna().all() and spread.all(), rows.loc[~spread, ["scenario", "ttft_ms", "e2e_ms",
+                                                                             "tpot_ms", "coalesced_reads"]]
     assert (rows["finish_reason"].isin(["length", "max_tokens", "max_output_tokens", "incomplete"])).all(), \
         rows.groupby("scenario")["finish_reason"].unique()
 

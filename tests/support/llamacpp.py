@@ -39,6 +39,7 @@ from scripts.llama_server import (
     write_tiny_model,
 )
 
+SHARED_SERVER = "llama"  # tests/conftest.py: every test of these fixtures on one xdist worker, one server
 N_SLOTS = 4
 CTX_PER_SLOT = 4096  # room for a ~2,500-token prompt plus its reply in every slot
 MODEL_ALIAS = "tiny-llama"

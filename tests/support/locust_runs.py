@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import pandas as pd
@@ -51,17 +54,38 @@ def load_rows(prefix) -> pd.DataFrame:
     return pd.read_csv(f"{prefix}_requests.csv", keep_default_na=False, na_values=[""], dtype={"request_id": str})
 
 
-def check_against_log(rows: pd.DataFrame, mock, expect_users: int) -> None:
+def _missing(rows: pd.DataFrame, log: dict, prefix) -> str:
+    """Which requests are missing where: the server's entry of each request without a row, and whether a
+    worker's own copy of its rows (PREFIX_requests.workerN.csv) has it (then it was lost on the way)."""
+    ids = set(rows["request_id"])
+    copies = {}
+    for path in sorted(glob.glob(f"{prefix}_requests.worker*.csv")) if prefix is not None else ():
+        copies[os.path.basename(path)] = set(load_rows_file(path)["request_id"])
+    said = []
+    for rid in sorted(set(log) - ids):
+        e = log[rid]
+        where = [name for name, have in copies.items() if rid in have] or ["no worker's copy"]
+        said.append(f"{rid} (server: {e.get('outcome')}, {e.get('tokens_sent')} tokens; in {', '.join(where)})")
+    extra = sorted(ids - set(log))
+    return f"no row for {said}; rows the server never saw: {extra}"
+
+
+def load_rows_file(path) -> pd.DataFrame:
+    return pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={"request_id": str})
+
+
+def check_against_log(rows: pd.DataFrame, mock, expect_users: int, prefix=None) -> None:
     unsent = rows["error"] == NEVER_SENT  # a user stopped at the end while it (re)connected: no server saw it
     assert (rows.loc[unsent, "status"] == "cancelled").all()
     rows = rows[~unsent]
     log = mock.log_by_id(expect=len(rows))
-    assert len(rows) == len(log), f"{len(rows)} rows for {len(log)} requests the server saw"
-    assert set(rows["request_id"]) == set(log)
+    assert len(rows) == len(log) and set(rows["request_id"]) == set(log), \
+        f"{len(rows)} rows for {len(log)} requests the server saw: " + _missing(rows, log, prefix)
     completed = {rid for rid, e in log.items() if e["outcome"] == "completed"}
     ok = rows[rows["status"] == "ok"]
     assert set(ok["request_id"]) == completed
     assert set(rows["status"]) <= {"ok", "cancelled"}
+    assert len(ok), f"no request of the run completed: {rows['status'].value_counts().to_dict()}"
     ttft_diff, tpot_diff = [], []
     for r in ok.itertuples():
         e = log[r.request_id]
@@ -88,6 +112,22 @@ def run(args: list[str], cwd, timeout: float = 60) -> subprocess.CompletedProces
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+@contextmanager
+def explained(res: subprocess.CompletedProcess, keep_as) -> Iterator[None]:
+    """On a failed check inside: the run's whole output kept in file ``keep_as``, and the lines of
+    llmload's own in the failure's message (with ``--processes`` the workers write to the master's
+    output: a written-off worker, a stop that failed, a row without a request say so there)."""
+    try:
+        yield
+    except AssertionError as e:
+        text = res.stdout + res.stderr
+        with open(keep_as, "w") as f:
+            f.write(text)
+        said = [line for line in text.splitlines() if "llmload" in line or "LOST" in line]
+        raise AssertionError(f"{e}\n--- the run's llmload lines (whole output: {keep_as}) ---\n" +
+                             "\n".join(said[-80:])) from e
+
+
 def llmload_lines(res: subprocess.CompletedProcess) -> list[str]:
     return [line for line in (res.stdout + res.stderr).splitlines() if line.startswith("llmload: ")]
 
@@ -97,10 +137,10 @@ KNOWN_CAPACITY_MOCK = ("--profile", "llama3-70b-2xa100", "--max-num-seqs", "16",
                        "0", "--api-overhead-ms", "0", "--kv-capacity-tokens", "10000000")
 
 
-def report(prefix, tmp_path, *slo: str) -> dict:
+def report(prefix, tmp_path, *slo: str, args: tuple[str, ...] = ()) -> dict:
     out = tmp_path / "report"
     rep = subprocess.run([sys.executable, "-m", "llmload.cli", "report", str(prefix), "--warmup-s", "2",
-                          *[a for s in slo for a in ("--slo", s)], "--out", str(out)],
+                          *[a for s in slo for a in ("--slo", s)], *args, "--out", str(out)],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert rep.returncode == 0, rep.stderr
     data = json.loads((out / "report.json").read_text())

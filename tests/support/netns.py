@@ -58,7 +58,7 @@ TERM_GRACE_S = 5.0
 KILL_WAIT_S = 5.0
 
 _HOST_RE = re.compile(r"^[a-z][a-z0-9]{0,11}$")  # bridge-side port "v-<host>" fits IFNAMSIZ (15)
-_NS_RE = re.compile(r"^llm-(\d+)x(\d+)-([a-z][a-z0-9]{0,11})$")
+NS_RE = re.compile(r"^llm-(\d+)x(\d+)-([a-z][a-z0-9]{0,11})$")
 _seq = 0
 _live: list[Topology] = []
 _old_sigterm: Any = None
@@ -146,7 +146,7 @@ def _delete_namespace(ns: str) -> None:
 def sweep_stale() -> list[str]:
     """Delete namespaces left by topologies whose process is gone (a run killed with SIGKILL).
     Only names of our own pattern whose pid is dead are touched. Returns what was deleted."""
-    stale = [ns for ns in namespaces() if (m := _NS_RE.match(ns)) and not pid_alive(int(m.group(1)))]
+    stale = [ns for ns in namespaces() if (m := NS_RE.match(ns)) and not pid_alive(int(m.group(1)))]
     # Hosts first, the bridge last, as in a normal teardown (either order leaves nothing).
     stale.sort(key=lambda ns: ns.endswith("-" + BRIDGE))
     for ns in stale:
@@ -475,7 +475,7 @@ def leftovers(topo_ids: Iterable[str] = ()) -> list[str]:
     ids = set(topo_ids) or None
     out = []
     for ns in namespaces():
-        m = _NS_RE.match(ns)
+        m = NS_RE.match(ns)
         if m and (f"{m.group(1)}x{m.group(2)}" in ids if ids else int(m.group(1)) == os.getpid()):
             out.append(ns)
     return out

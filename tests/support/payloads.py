@@ -49,7 +49,7 @@ def health() -> dict[str, Any]:
 
 def report(index: int = 0, token: str = "", n: int = 5) -> dict[str, Any]:
     return messages.REPORT.payload(stats=stats_delta(n, index), in_flight={"chat": 2}, health=health(), index=index,
-                                   version=V, token=token)
+                                   version=V, token=token, copy=None)
 
 
 def final(index: int = 0, token: str = "", n_rows: int = 3) -> dict[str, Any]:
@@ -72,8 +72,10 @@ def every_message(index: int = 0) -> dict[str, Any]:
         messages.REPORT.name: report(index), messages.FINAL.name: final(index),
         messages.TRACE_DONE.name: messages.TRACE_DONE.payload(index=index, token="", version=V),
         messages.STOP.name: None, messages.COUNTS.name: messages.COUNTS.payload(t=now, counts={"w1": 3, "w2": 4}),
-        messages.PROCESSES.name: messages.PROCESSES.payload(n=2, csv="runs/x", run_id="r1", version=V),
+        messages.PROCESSES.name: messages.PROCESSES.payload(n=2, csv="runs/x", csv_dir="/m/runs", csv_dir_id=[5, 6],
+                                                                 run_id="r1", version=V),
         messages.RATE.name: messages.RATE.payload(rate=2.5), messages.TRACE_T0.name: messages.TRACE_T0.payload(t0=now),
+        messages.TRACE_T0_ASK.name: messages.TRACE_T0_ASK.payload(token="", version=V),
         messages.WARMUP.name: messages.WARMUP.payload(seconds=10.0, ended_at=None),
         messages.PHASE.name: messages.PHASE.payload(label="together", at=now),
     }

@@ -13,15 +13,26 @@ from llmload.mock.launch import port_of, start_mock_process, stop_mock_process
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    """A port of 127.0.0.1 nothing listens on right now."""
+    """A port of 127.0.0.1 nothing listens on right now, for a process that must be told its port
+    before it starts (port 0 wherever the server can say which it got). Never the same twice in one
+    process, and with the suite's tests side by side (tests/support/shards.py) each process takes only
+    ports of its own residue: two tests at once never get the same port between its pick and its bind."""
     import socket
 
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    index = int(os.environ.get("LLMLOAD_SHARD_INDEX") or 0)
+    count = max(1, int(os.environ.get("LLMLOAD_SHARD_COUNT") or 1))
+    for _ in range(10_000):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if (port >> 1) % count == index % count and port not in _handed_out:  # the kernel favours odd ports
+            _handed_out.add(port)
+            return port
+    raise RuntimeError("no free port of 127.0.0.1 found")
 
 
 @dataclass

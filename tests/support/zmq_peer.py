@@ -1,7 +1,8 @@
 """A process that speaks Locust's worker protocol on a master's ZeroMQ port with exactly the
 messages it is told to: a rogue that never joins, a hostile worker that joins and sends malformed
-payloads, a flooder, or a light worker that replays recorded rows at a set rate (the master's
-ingest benchmark). Plain pyzmq in its own process (never gevent): nothing of llmload's worker runs.
+payloads, a flooder (valid rows, as fast as the master takes them), or a light worker that replays
+recorded rows at a set rate (the master's ingest benchmark). Plain pyzmq in its own process (never
+gevent): nothing of llmload's worker runs.
 
 A joined peer does what a Locust worker must for the master to count it: ``client_ready``, a
 heartbeat a second, ``spawning``/``spawning_complete`` for each spawn message, and at ``stop`` its
@@ -11,6 +12,7 @@ Usage::
 
     python -m tests.support.zmq_peer --port 5557 --mode rogue --out peer.json
     python -m tests.support.zmq_peer --port 5557 --mode light --rate 500 --seconds 60 --out w3.json
+    python -m tests.support.zmq_peer --port 5557 --mode flood --csv run_requests.csv --out flood.json
 """
 
 from __future__ import annotations
@@ -115,7 +117,7 @@ class Peer:
 
 def honest_final(index: int, rows: list | None = None) -> dict[str, Any]:
     return {"stats": {}, "in_flight": {}, "health": empty_health(), "index": index, "version": V, "token": "",
-            "rows": rows or [], "final": True}
+            "rows": rows or [], "final": True, "copy": None}
 
 
 def empty_health() -> dict[str, Any]:
@@ -124,13 +126,14 @@ def empty_health() -> dict[str, Any]:
     return {"cpu": 1.0, "lag_p90_ms": 0.1, "lag_p99_ms": 0.2, "lag_max_ms": 0.3, "tps": 0.0, "coalesced_share": None,
             "streams": 0, "stalls_over_2ms": 0, "stall_max_ms": 0.0, "stall_cpu_max_ms": 0.0, "stall_culprit": "",
             "stalls": stalls, "cores": 1, "machine_cores": 2, "steal_pct": None, "others_cpu": None, "run_queue": None,
-            "load1": None, "limited": False, "cause": "", "advice": ""}
+            "load1": None, "limited": False, "cause": "", "advice": "",
+            "timing": {"requests": 0, "coalesced": 0, "clock_in_stall": 0}, "interval_s": 3.0}
 
 
-def a_row(index: int, rid: str, start: float) -> list:
+def a_row(index: int, rid: str, start: float, scenario: str = "chat") -> list:
     row: list[Any] = [None] * len(messages.REQUESTS_COLUMNS)
     col = {c: i for i, c in enumerate(messages.REQUESTS_COLUMNS)}
-    for name, value in (("request_id", rid), ("start_time", start), ("scenario", "chat"), ("status", "ok"),
+    for name, value in (("request_id", rid), ("start_time", start), ("scenario", scenario), ("status", "ok"),
                         ("http_status", 200), ("ttft_ms", 10.0), ("e2e_ms", 20.0), ("token_source", "usage"),
                         ("finish_reason", "stop"), ("users", 1), ("worker", index), ("session_id", ""),
                         ("error", ""), ("coalesced_reads", 0), ("step_kind", ""), ("completion_tokens", 3)):
@@ -250,7 +253,7 @@ def run_light(args: argparse.Namespace) -> dict[str, Any]:
         if time.monotonic() - last_report >= 3.0:
             last_report = time.monotonic()
             peer.send(messages.REPORT.name, {"stats": {}, "in_flight": {}, "health": empty_health(),
-                                             "index": peer.index or 0, "version": V, "token": ""})
+                                             "index": peer.index or 0, "version": V, "token": "", "copy": None})
         peer.pump(tick)
         behind = max(behind, time.monotonic() - t0 - args.seconds)
     peer.send(messages.USERS.name, messages.USERS.payload(t=time.time(), n=0, token="", version=V))
@@ -262,10 +265,47 @@ def run_light(args: argparse.Namespace) -> dict[str, Any]:
     return {"identity": peer.identity, "index": peer.index, "rows": sent_rows, "rtts": peer.rtts}
 
 
+def run_flood(args: argparse.Namespace) -> dict[str, Any]:
+    """A worker that joined and sends valid ``llmload_rows`` (its own index, scenario ``flood``) as
+    fast as the master takes them, from its spawn to its stop: ``--rows`` rows a message, with at
+    most ``--backlog`` rows sent that the master's CSV (``--csv``, tailed) does not hold yet, so the
+    master's queue is never empty and never past that (its memory and the file stay bounded)."""
+    peer = Peer(args.port, args.identity or None)
+    peer.join()
+    while peer.state != "running" and not peer.quit:
+        peer.pump(0.05)
+    t0, sent, msgs, written, offset = time.time(), 0, 0, 0, 0
+    while not peer.quit and not peer.stopped:
+        try:
+            with open(args.csv, "rb") as f:
+                f.seek(offset)
+                new = f.read()
+            offset += len(new)
+            written += new.count(b"\n")
+        except FileNotFoundError:
+            pass
+        burst = 0  # then answer the master (heartbeats) again
+        while sent - written < args.backlog and burst < 2000:
+            # its own scenario: the honest workers' "chat" in the live view is theirs alone
+            template = a_row(peer.index or 0, "", time.time(), "flood")
+            rows = [template.copy() for _ in range(args.rows)]
+            for i, row in enumerate(rows):
+                row[0] = f"{peer.identity}-{sent + i}"
+            burst += args.rows
+            peer.send(messages.ROWS.name, {"rows": rows, "token": "", "version": V})
+            sent, msgs = sent + args.rows, msgs + 1
+        peer.pump(0.002)
+    seconds = time.time() - t0
+    while not peer.quit:
+        peer.pump(0.2)
+    peer.close()
+    return {"identity": peer.identity, "index": peer.index, "rows": sent, "messages": msgs, "seconds": seconds}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--mode", choices=("rogue", "hostile", "light"), required=True)
+    ap.add_argument("--mode", choices=("rogue", "hostile", "light", "flood"), required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--delay", type=float, default=1.0)
     ap.add_argument("--rate", type=float, default=100.0)
@@ -273,8 +313,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--users", type=int, default=1)
     ap.add_argument("--flood", type=float, default=0.0)
     ap.add_argument("--speak-as", default="")
+    ap.add_argument("--identity", default="")
+    ap.add_argument("--csv", default="")
+    ap.add_argument("--rows", type=int, default=1)
+    ap.add_argument("--backlog", type=int, default=20_000)
     args = ap.parse_args(argv)
-    result = {"rogue": run_rogue, "hostile": run_hostile, "light": run_light}[args.mode](args)
+    result = {"rogue": run_rogue, "hostile": run_hostile, "light": run_light, "flood": run_flood}[args.mode](args)
     tmp = args.out + ".tmp"
     with open(tmp, "w") as f:
         json.dump(result, f)

@@ -62,3 +62,5 @@ def test_the_default_path_comes_from_the_environment(monkeypatch, tmp_path):
     assert default_path() == str(tmp_path / "x.sqlite")
     monkeypatch.delenv("LLMLOAD_ARCHIVE")
     assert default_path().endswith("/.local/share/llmload/runs.sqlite")
+    monkeypatch.setenv("LLMLOAD_ARCHIVE", "off")
+    assert default_path() is None

@@ -167,6 +167,39 @@ def test_the_result_the_page_and_the_file_the_verdict_reads(tmp_path):
     assert cal.version == 2 and cal.max_streams == 768 and len(cal.curve) == 4 and "99 %" in cal.tolerance
 
 
+def test_the_limit_label_stays_inside_its_chart_when_the_limit_is_the_last_point():
+    """A limit at the right edge had its label run past the chart: "lir" (issue 32, item 16)."""
+    import re
+
+    from llmload.calibrate.page import RIGHT, W
+
+    s = CalibrateSettings(target_tps=100_000.0)
+    climb = {"limit": 1024, "limit_found": False, "limited_by": "mock", "confirmed": True, "levels": []}
+    r = build_result(s, [step(256), step(512), step(1024)], [0, 1], climb)
+    labels = re.findall(r'<text x="([\d.]+)" y="[\d.]+" text-anchor="(\w+)" class="ll">limit 1024</text>',
+                        render_page(r))
+    assert len(labels) == 4 and all(a == "end" and float(x) <= W - RIGHT for x, a in labels), labels
+    climb["limit"] = 256  # the first point: right of its line, as before
+    labels = re.findall(r'text-anchor="(\w+)" class="ll">limit 256<', render_page(build_result(
+        s, [step(256), step(512), step(1024)], [0, 1], climb)))
+    assert labels == ["start"] * 4
+
+
+def test_a_log_axis_labels_a_tick_at_or_below_its_lowest_point_and_one_repeat_is_singular():
+    """The screenshot showed TTFT errors of 0.015 and 0.025 ms under the last tick, 0.1: no label said
+    how small they were. The axis now starts at a whole decade (0.01 here). "1 repeats" read wrong."""
+    import re
+
+    s = CalibrateSettings(target_tps=100_000.0, repeats=1)
+    climb = {"limit": 8, "limit_found": False, "limited_by": "mock", "confirmed": True, "levels": []}
+    r = build_result(s, [step(4, ttft_err_p99_ms=0.025), step(8, ttft_err_p99_ms=0.015)], [0, 1], climb)
+    page = render_page(r)
+    ttft = page.split("</svg>")[0]
+    ticks = [float(t) for t in re.findall(r'text-anchor="end">([\d.]+)</text>', ttft)]
+    assert min(ticks) == 0.01 and min(ticks) <= 0.015, ticks
+    assert "1 repeat per step" in page and "1 repeats" not in page
+
+
 def v2(**signals) -> dict:
     pts = [{"streams": n, "tps_per_process": 50.0 * n, "ok": n <= 512, "lag_p99_ms": lag, "stall_cpu_max_ms": cpu,
             "coalesced_share": co} for n, lag, cpu, co in ((64, 1.0, 1.0, 0.0), (256, 4.0, 4.0, 0.01),
@@ -233,3 +266,13 @@ def test_the_command_line_takes_the_tolerances(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["calibrate", "--share", "1.5"])
     assert "--share: expected a share of requests" in capsys.readouterr().err
+
+
+def test_a_calibration_of_several_processes_binds_a_master_port_of_its_own():
+    from llmload.calibrate.locust_run import locust_command
+
+    one = locust_command("lf.py", "http://127.0.0.1:1", 8, 5, 1, "/tmp/p")
+    assert "--processes" not in one and "--master-bind-port" not in one
+    cmd = locust_command("lf.py", "http://127.0.0.1:1", 8, 5, 2, "/tmp/p")
+    port = cmd[cmd.index("--master-bind-port") + 1]
+    assert cmd[cmd.index("--processes") + 1] == "2" and cmd[cmd.index("--master-port") + 1] == port != "5557"

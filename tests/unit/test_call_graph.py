@@ -220,3 +220,19 @@ workloads:
     assert ("a", 0) in later  # then by popularity
     with pytest.raises(ScenarioError, match=re.escape("workloads.w.prefix.prime: expected true or false")):
         scenario(tmp_path, "workloads:\n  w:\n    prefix: {tokens: 64, prime: 3}\n")
+
+
+def test_a_call_says_what_of_its_prompt_was_sent_before(tmp_path):
+    """Issue 32, item 2: a fresh call resends the shared head, a parent call its first parent's turn
+    (prompt and reply); the other parents' replies and the new input are new."""
+    spec = {w.name: w for w in scenario(tmp_path, SCENARIO).workloads}["agents"]
+    session = GraphSession(spec, user_seed=1, model="m", text=TextSource(1))
+    graph, _ = session.start()
+    by = graph.by_id()
+    plan = session.request(by["plan"], {}, 1)
+    head = sum(len(str(m["content"]).split()) for m in plan.messages[:-1])
+    assert plan.resent_tokens == head
+    results = {"plan": CallResult(tuple(plan.messages), "PLAN REPLY", True),
+               "a": CallResult((), "A-REPLY", True), "b": CallResult((), "B-REPLY", True)}
+    answer = session.request(by["answer"], results, 4)
+    assert answer.resent_tokens == plan.input_tokens + 2

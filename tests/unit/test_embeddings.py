@@ -71,7 +71,7 @@ def test_the_workload_draws_batches_and_lengths_reproducibly():
 
     first = batches(3)
     assert [r.body for r in first] == [r.body for r in batches(3)]
-    assert {r.inputs for r in first} == set(range(1, 9)) and all(r.input_tokens == 5 * r.inputs for r in first)
+    assert {r.inputs for r in first} == set(range(1, 9)) and all(r.tokens == 5 * r.inputs for r in first)
     body = json.loads(first[0].body)
     assert body["encoding_format"] == "base64" and body["dimensions"] == 64 and len(body["input"]) == first[0].inputs
     assert len(set(body["input"])) == len(body["input"])  # unique texts: no cache answers them
@@ -160,7 +160,7 @@ def test_batches_are_built_ahead_and_each_request_gets_unique_texts():
         req = w.next_request()
         body = json.loads(req.body)
         assert body == {"model": "m", "input": body["input"], "encoding_format": "float"}
-        assert len(body["input"]) == req.inputs and sum(len(t.split()) for t in body["input"]) == req.input_tokens
+        assert len(body["input"]) == req.inputs and sum(len(t.split()) for t in body["input"]) == req.tokens
         assert not seen & set(body["input"])  # no text sent twice: no cache answers one
         seen |= set(body["input"])
     assert len(BatchPool("m", batch, lengths, seed=5, max_bytes=1).batches) == 1  # bounded by bytes, at least one
@@ -169,18 +169,19 @@ def test_batches_are_built_ahead_and_each_request_gets_unique_texts():
 def test_the_batch_pool_is_one_per_run_seed_and_a_new_seed_drops_the_old_pools():
     import types
 
-    from llmload.plugin.users.whole_body import embeddings_workload
+    from llmload.plugin.users.whole_body import body_context
+    from llmload.workload.endpoints.embeddings import shared_workload
     from llmload.workload.shared import SharedState
 
     shared = SharedState(lambda: 1, lambda: None)
     opts = {"seed": 1}
     plugin = types.SimpleNamespace(option=lambda name, default=None: opts.get(name, default), shared=shared,
                                    worker_index=0)
-    user = types.SimpleNamespace(plugin=plugin, seed=lambda: 7)
+    user = types.SimpleNamespace(plugin=plugin, seed=lambda: 7, run_seed=lambda: opts["seed"])
     batch, lengths = parse_distribution("1-4", "batch_size", minimum=1), parse_distribution(8, "input_tokens")
 
     def pool():
-        return embeddings_workload(user, "embed", "m", batch, lengths, "float", None).pool
+        return shared_workload("embed", "m", batch, lengths, "float", None, body_context(user)).pool
 
     first = pool()
     assert pool() is first  # every user of the test shares it

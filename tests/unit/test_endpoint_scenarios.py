@@ -69,8 +69,8 @@ def test_each_endpoint_is_a_workload_with_its_own_keys_and_slos():
     ("workloads:\n  e: {endpoint: embeddings, output_tokens: 5}\n",
      "s.yaml:2: workloads.e.output_tokens: does not go with endpoint embeddings: its keys are batch_size, dimensions"),
     ("workloads:\n  r: {endpoint: score, top_n: 2}\n", "workloads.r.top_n: does not go with endpoint score"),
-    ("workloads:\n  c: {batch_size: 4}\n", "workloads.c.batch_size: goes only with endpoint embeddings, rerank or "
-     "score, or a pipeline; this workload streams chat"),
+    ("workloads:\n  c: {batch_size: 4}\n", "workloads.c.batch_size: goes only with endpoint embeddings, rerank, "
+     "score or tokenize, or a pipeline; this workload streams chat"),
     ("workloads:\n  e: {endpoint: embeddings, batch_sise: 4}\n", "did you mean batch_size?"),
     ("workloads:\n  e: {endpoint: embeddings, encoding_format: int8}\n", "encoding_format: expected float or base64"),
     ("workloads:\n  e: {endpoint: embedding}\n", "workloads.e.endpoint: expected chat or completions or responses or "

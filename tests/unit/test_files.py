@@ -4,8 +4,10 @@ them), and whole files written atomically (issue 19, row 22)."""
 from __future__ import annotations
 
 import ast
+import json
 import os
 import threading
+import time
 
 from llmload import files
 from llmload.metrics.record import CSV_COLUMNS, RequestMeta, failed_record
@@ -108,8 +110,77 @@ def test_a_calibration_must_be_a_small_regular_file(tmp_path, caplog):
     assert load_calibration(str(fifo)) is None  # returns at once: a FIFO is never opened
 
 
-def test_a_worker_never_writes_where_the_master_says():
-    assert files.worker_own_prefix("mine/run", "/etc/cron.d/x") == "mine/run"
-    assert files.worker_own_prefix(None, "/etc/cron.d/x") == "x"
-    assert files.worker_own_prefix(None, "../../up/runs/chat") == "chat"
-    assert files.worker_own_prefix(None, "..") is None and files.worker_own_prefix(None, None) is None
+def test_a_worker_keeps_its_copy_beside_the_masters_files_or_under_the_same_relative_path(tmp_path, monkeypatch):
+    """Issue 32, item 19: the master's --csv some/dir/big put workers' copies in their working directories."""
+    monkeypatch.chdir(tmp_path)
+    master_dir = tmp_path / "master" / "some" / "dir"
+    master_dir.mkdir(parents=True)
+    same = files.directory_id(str(master_dir))
+    assert files.worker_copy_prefix("mine/run", "some/dir/big", str(master_dir), same) == ("mine/run", files.OWN)
+    assert files.worker_copy_prefix(None, "some/dir/big", str(master_dir), same) == \
+        (str(master_dir / "big"), files.BESIDE)  # the very directory the master writes in: beside its files
+    elsewhere = (same[0], same[1] + 1)  # another host's directory of that name (or another one here)
+    assert files.worker_copy_prefix(None, "some/dir/big", str(master_dir), elsewhere) == \
+        ("some/dir/big", files.RELATIVE)  # under this worker's working directory
+    assert files.worker_copy_prefix(None, "some/dir/big", "/no/such/dir", [1, 2]) == ("some/dir/big", files.RELATIVE)
+    # never a path the master names outside this worker's working directory, unless it is the master's own
+    assert files.worker_copy_prefix(None, "/etc/cron.d/x", "/etc/cron.d", [1, 2]) == ("x", files.IN_CWD)
+    assert files.worker_copy_prefix(None, "../../up/runs/chat", None, None) == ("chat", files.IN_CWD)
+    assert files.worker_copy_prefix(None, "..", None, None) == (None, "")
+    assert files.worker_copy_prefix(None, None, None, None) == (None, "")
+
+
+def test_every_whole_file_gets_the_umasks_mode_as_locusts_csvs_do(tmp_path):
+    """Issue 32, item 3: report.*, compare.*, sweep.*, calibrate's files, PREFIX_run.json and
+    PREFIX_llm_stats.csv were 0600 (mkstemp's mode); a team on a shared machine could not read them."""
+    from llmload.health.calibration import VERSION, save_calibration
+    from llmload.plugin.output.run_files import write_llm_stats
+    from llmload.plugin.output.run_manifest import write_manifest
+
+    old = os.umask(0o022)
+    try:
+        for mask in (0o022, 0o027, 0o077):
+            os.umask(mask)
+            d = tmp_path / f"m{mask:o}"
+            with open(d.mkdir() or d / "locust_stats.csv", "w") as f:  # what Locust's own CSVs get
+                f.write("x")
+            written = [
+                *write_files(str(d), {"report.md": "x", "compare.json": "{}", "sweep.html": "<p>"}),
+                str(d / "cal.json"), str(d / "run_run.json"), str(d / "run_llm_stats.csv"), str(d / "whole.txt")]
+            save_calibration({"version": VERSION, "host": "h", "per_process": {"max_tps": 1.0, "max_streams": 1,
+                                                                       "limit_found": True}, "curve": []},
+                             str(d / "cal.json"))
+            write_manifest(str(d / "run_run.json"), {"run_id": "r"})
+            write_llm_stats(str(d / "run_llm_stats.csv"), [{"scenario": "chat", "requests": 1}])
+            files.replace_atomically(str(d / "whole.txt"), "y")
+            want = os.stat(d / "locust_stats.csv").st_mode & 0o777
+            assert want == 0o666 & ~mask
+            assert {p: os.stat(p).st_mode & 0o777 for p in written} == dict.fromkeys(written, want)
+    finally:
+        os.umask(old)
+
+
+def test_a_slow_fsync_of_the_manifest_does_not_hold_the_event_loop(tmp_path, monkeypatch):
+    """PREFIX_run.json is written in a Locust process while users start: its fsync (2.1 s once on a
+    busy disk) runs off the loop, so a greenlet ticking every 10 ms keeps ticking."""
+    import gevent
+    from gevent import monkey
+
+    from llmload.plugin.output.run_manifest import write_manifest
+
+    blocking_sleep = monkey.get_original("time", "sleep")
+    monkeypatch.setattr(os, "fsync", lambda fd: blocking_sleep(0.4))  # blocks in the kernel, as a slow disk
+    ticks: list[float] = []
+
+    def tick() -> None:
+        while True:
+            ticks.append(time.perf_counter())
+            gevent.sleep(0.01)
+
+    ticker = gevent.spawn(tick)
+    gevent.sleep(0.05)
+    write_manifest(str(tmp_path / "x_run.json"), {"run_id": "r"})
+    ticker.kill()
+    gaps = [b - a for a, b in zip(ticks, ticks[1:])]  # noqa: B905 - offset by one on purpose
+    assert json.loads((tmp_path / "x_run.json").read_text()) == {"run_id": "r"}
+    assert max(gaps) < 0.2, max(gaps)  # in the loop, one gap would be the whole 0.4 s

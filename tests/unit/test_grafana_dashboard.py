@@ -12,7 +12,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from llmload.metrics.record import CSV_COLUMNS
-from llmload.mock.engine.batching_engine import BatchingEngine, EngineParams, EngineRequest
+from llmload.mock.engine.batching_engine import BatchingEngine
+from llmload.mock.engine.engine_base import EngineParams, EngineRequest
 from llmload.mock.engine.metrics_state import EngineStats
 from llmload.mock.telemetry.prometheus import render_metrics
 from llmload.plugin.output.prometheus_export import LLMLoadMetrics

@@ -9,7 +9,8 @@ import zlib
 import pytest
 
 from llmload.metrics.record import RequestMeta, StreamAccumulator
-from llmload.transport.stream import NO_MAX_TOKENS_EVENTS, Deadlines, ResponseStream, output_event_cap
+from llmload.transport.deadlines import NO_MAX_TOKENS_EVENTS, Deadlines, output_event_cap
+from llmload.transport.stream import ResponseStream
 from llmload.wire.inflate import SLICE, InflateError, Inflater
 
 MIB = 1 << 20

@@ -13,7 +13,7 @@ import pytest
 from locust.event import Events
 
 from llmload.plugin.cluster import links
-from llmload.plugin.cluster.links import GONE_AFTER_SILENT_S, MISSING_GRACE_S, MasterLink
+from llmload.plugin.cluster.master_link import GONE_AFTER_SILENT_S, MISSING_GRACE_S, MasterLink
 from tests.support import payloads
 
 pytestmark = pytest.mark.unit
@@ -108,7 +108,7 @@ def test_a_heartbeat_counts_as_a_sign_of_life():
     assert not link._gone("w1", clock.t + GONE_AFTER_SILENT_S - 1)
     runner.clients["w1"].state = "missing"
     assert link._gone("w1", clock.t + GONE_AFTER_SILENT_S)
-    assert links.MISSING_GRACE_S < GONE_AFTER_SILENT_S
+    assert MISSING_GRACE_S < GONE_AFTER_SILENT_S
 
 
 def test_time_the_master_itself_was_not_running_is_not_a_workers_silence():

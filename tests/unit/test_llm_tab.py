@@ -1,5 +1,5 @@
 """The LLM tabs (issue 25): at most 10 columns on the first, one header form ("TTFT p50 (ms)"),
-3 significant digits for every measured number, the whole run once stopped."""
+3 significant digits for every measured number (a number in the JSON), the whole run once stopped."""
 
 from __future__ import annotations
 
@@ -71,10 +71,11 @@ def test_live_rows_have_3_significant_digits_and_the_server_cells():
     (row,) = tab_rows(View(latest=[_live_row()], samples=[sample]))
     ttft = catalog.BY_NAME["ttft"]
     assert row["window"] == "last 10 s" and row["in_flight"] == 7 and row["errors"] == 0
-    assert row["rps"] == "12.3" and row["output_tps"] == "1230" and row[ttft.key("p95")] == "57.2"
-    assert row["cache_hit_ratio"] == "98.1" and row["client"] == "ok (CPU max 23 %)"
-    assert row["server_queue"] == "2 / 0" and row["server_kv"] == "12.3" and row["server_hit"] == "98.1"
-    assert row["server_ttft"] == "41.3 / 57.2"
+    # one number a cell: a number (3 significant digits), for scripts and Locust's page alike (issue 32, item 18)
+    assert row["rps"] == 12.3 and row["output_tps"] == 1230.0 and row[ttft.key("p95")] == 57.2
+    assert row["cache_hit_ratio"] == 98.1 and row["client"] == "ok (CPU max 23 %)"
+    assert row["server_queue"] == "2 / 0" and row["server_kv"] == 12.3 and row["server_hit"] == 98.1
+    assert row["server_ttft"] == "41.3 / 57.2"  # two numbers a cell: text
     assert set(row) >= {k for k, _ in TABLE}
 
 
@@ -91,7 +92,7 @@ def test_once_stopped_the_whole_run_with_3_significant_digits():
              "http_5xx": 2, **{llm_tab.STOPPED[ttft.key(st)]: 61.234 for st in ttft.tab}}
     (row,) = tab_rows(View(stats=[stats], finished=True, state="stopped"))
     assert row["window"] == "whole run (42 s), stopped" and row["in_flight"] == "stopped"
-    assert row["rps"] == "3.14" and row["output_tps"] == "61.0" and row[ttft.key("p99")] == "61.2"
+    assert row["rps"] == 3.14 and row["output_tps"] == 61.0 and row[ttft.key("p99")] == 61.2
     assert row["errors"] == 2 and row["errors_text"] == "http_5xx 2" and row["server_queue"] == "–"
 
 

@@ -13,7 +13,8 @@ from llmload.metrics import record as R
 from llmload.transport.connection import ClientOptions, for_messages_api
 from llmload.transport.stream import Deadlines, ResponseStream
 from llmload.wire.chunks import DONE, IGNORED, PLAIN, classify_event, interpret_messages_event, is_plain_text_delta
-from llmload.wire.protocol import end_event_for, messages_body
+from llmload.wire.endpoints import end_event_for
+from llmload.wire.protocol import messages_body
 
 STREAMS = Path(__file__).resolve().parent.parent / "fixtures" / "streams"
 EXPECTED = {k: v for k, v in json.loads((STREAMS / "expected.json").read_text()).items()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llmload.mock.engine.batching_engine import BatchingEngine, EngineParams, EngineRequest
+from llmload.mock.engine.batching_engine import BatchingEngine
+from llmload.mock.engine.engine_base import EngineParams, EngineRequest
 from llmload.mock.engine.fixed_engine import FixedEngine
 from llmload.mock.engine.prefix_cache import prompt_block_hashes
 from llmload.mock.engine.simulate import closed_loop

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from llmload.mock.engine.batching_engine import BatchingEngine, EngineParams, EngineRequest
+from llmload.mock.engine.batching_engine import BatchingEngine
+from llmload.mock.engine.engine_base import EngineParams, EngineRequest
 from llmload.mock.telemetry.gpu_telemetry import POWER_CAP, SLOWDOWN, GpuMeter, GpuModel, parse_throttle, render_dcgm
 from llmload.server_metrics import parse_exposition
 from llmload.server_metrics.gpu import gpu_readings, gpu_samples

@@ -220,4 +220,4 @@ def test_the_live_window_and_the_llm_tab_have_a_row_per_model():
 
     rows = tab_rows(View())
     assert [r["scenario"] for r in rows] == ["chat", "chat · adapter-a", "chat · adapter-b"]
-    assert rows[1]["in_flight"] == "" and rows[0]["in_flight"] == 2
+    assert rows[1]["in_flight"] is None and rows[0]["in_flight"] == 2

@@ -11,7 +11,8 @@ import pytest
 from llmload.mock.api.messages_api import parse_messages_body
 from llmload.mock.api.openai_api import BadRequest, parse_body
 from llmload.mock.api.responses_api import parse_responses_body
-from llmload.mock.engine.batching_engine import BatchingEngine, EngineParams, EngineRequest
+from llmload.mock.engine.batching_engine import BatchingEngine
+from llmload.mock.engine.engine_base import EngineParams, EngineRequest
 from llmload.mock.engine.priority_engine import PriorityEngine, make_engine, pick_victim, sheds, waiting_priorities
 from llmload.mock.options import add_mock_arguments, config_from_args
 from llmload.workload.file.scenario import ScenarioError, parse_scenario

@@ -108,7 +108,7 @@ def test_http_statuses_and_row_shape():
         "token_source", "finish_reason", "users", "worker", "session_id", "turn", "error", "scheduled_time",
         "requested_input_tokens", "arrival_rate", "run_id", "coalesced_reads", "step_kind",
         "requested_image_tokens", "backoff_ms", "call_id", "call_after", "trace_id", "phase", "inputs",
-        "model", "priority", "audio_seconds")
+        "model", "priority", "audio_seconds", "resent_input_tokens")
 
 
 def test_e2e_of_a_failed_request_runs_to_the_moment_it_failed():

@@ -109,3 +109,16 @@ def test_failed_request_counts_have_whole_ticks():
     svg = charts.errors_per_step([dict(s, errors_by_status={"http_error": 1 + i % 2}) for i, s in enumerate(STEPS)])
     assert ticks(svg, "axis-y-errors-0") == ["0", "1", "2"]
     assert charts.errors_per_step(STEPS) is None  # nothing failed: no chart
+
+
+def test_ttft_over_time_draws_the_users_under_the_ttft_lines():
+    """The twin axis of the users was drawn after the TTFT axis, its steps over the TTFT lines
+    (issue 32, item 16): in the SVG, what comes later is drawn on top."""
+    import pandas as pd
+
+    t = [1000.0 + i * 0.25 for i in range(80)]
+    df = pd.DataFrame({"start_time": t, "ok": [True] * 80, "ttft_ms": [40.0 + (i % 7) for i in range(80)],
+                       "users": [4 if i < 40 else 8 for i in range(80)]})
+    svg = charts.ttft_over_time(df)
+    ids = [g.get("id") for g in ET.fromstring(svg).iter(f"{SVG}g") if (g.get("id") or "").startswith("ttft_time-")]
+    assert ids.index("ttft_time-users") < ids.index("ttft_time-p50") < ids.index("ttft_time-p95"), ids

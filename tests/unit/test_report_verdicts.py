@@ -4,10 +4,6 @@ numbers are worked out by hand in each test."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
@@ -15,19 +11,7 @@ from llmload.metrics.confidence import judge, quantile_ci
 from llmload.metrics.record import CSV_COLUMNS
 from llmload.report import ReportError, ReportOptions, build_report, parse_slo, write_report
 from llmload.report.render import summary_text
-from tests.support.processes import ROOT
-from tests.support.report_rows import req, write_csv
-
-
-def ladder(levels_seconds, ttft=None, prompt=100, start=1000.0):
-    """Closed-loop steps, each (users, seconds): one 1-second request per user per second, starts
-    evenly spread (users req/s). ``ttft`` maps users → TTFT (default 100 ms)."""
-    rows, t = [], start
-    for users, seconds in levels_seconds:
-        n = int(users * seconds)
-        rows += [req(t + i / users, users, ttft=(ttft or {}).get(users, 100.0), prompt=prompt) for i in range(n)]
-        t += seconds
-    return rows
+from tests.support.report_rows import ladder, req, write_csv
 
 
 def test_a_ramp_after_a_step_does_not_leak_into_it(tmp_path):
@@ -268,30 +252,6 @@ def test_intervals_and_borderline_verdicts_by_hand():
     assert not judge(parse_slo("error_rate=0.01"), np.empty(0), 0, 100, 10.0)["borderline"]
 
 
-def test_report_files_are_named_after_the_prefix_and_leave_empty_sections_out(tmp_path):
-    rows = ladder([(4, 20), (8, 20)])
-    for r in rows:
-        r["cached_tokens"] = 0  # a chat run: the server reports cached tokens, none hit
-    prefix = write_csv(tmp_path / "chat_requests.csv", rows)
-    res = subprocess.run([sys.executable, "-m", "llmload.cli", "report", prefix, "--slo", "ttft_p95_ms=1000"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert res.returncode == 0, res.stderr
-    for name in ("chat_report.md", "chat_report.html", "chat_report.json", "chat_vllm_bench_serve.json"):
-        assert (tmp_path / name).exists(), name
-    assert not (tmp_path / "report.md").exists()
-    md = (tmp_path / "chat_report.md").read_text()
-    assert "| users | measured s | requests (ok) | errors | req/s |" in md  # one users column
-    assert "Prefix cache" not in md and "Warnings" not in md
-    html = (tmp_path / "chat_report.html").read_text()
-    assert "alt='errors'" not in html  # nothing failed: no chart of failures
-    assert "see chat_report.html" in md
-    data = json.loads((tmp_path / "chat_report.json").read_text())
-    assert data["error_budget"].startswith("error_rate ≤ 0.01") and data["sample_floor"] == 30
-    rep = build_report(prefix)
-    write_report(rep, str(tmp_path / "out"))
-    assert (tmp_path / "out" / "report.html").exists()
-
-
 def test_a_failing_lowest_step_with_passing_ones_above_is_no_capacity_and_a_warning(tmp_path):
     """4 users break the TTFT SLO, 8 and 16 meet it: no capacity (broken at the lowest step),
     and 8 and 16 are non-monotone."""
@@ -302,3 +262,24 @@ def test_a_failing_lowest_step_with_passing_ones_above_is_no_capacity_and_a_warn
     assert cap["users"] is None and "lowest step, 4 users" in cap["limited_by"] and cap["non_monotone"] == [8, 16]
     assert rep.overall.cost is None
     assert any("step(s) at 8, 16 users met every SLO above the failing step at 4 users" in w for w in rep.warnings)
+
+
+def test_the_console_says_what_would_settle_a_borderline_verdict_as_the_page_does(tmp_path):
+    """Issue 32, item 14: the console printed `[caveat: borderline: ttft_p95_ms at 8]`; the page said
+    how many more requests (and seconds at that step) would settle it. One sentence, both places."""
+    rows = ladder([(4, 20)])
+    t = rows[-1]["start_time"] + 1
+    rows += [req(t + i / 8, 8, ttft=float(50 + i % 100)) for i in range(160)]  # p95 ≈ 145, limit 146: borderline
+    prefix = write_csv(tmp_path / "edge_requests.csv", rows)
+    rep = build_report(prefix, ReportOptions(slos=[parse_slo("ttft_p95_ms=146")], warmup_s=1))
+    cap = rep.overall.capacity
+    assert cap["users"] == 8 and cap["borderline"] == ["ttft_p95_ms at 8"]
+    step = next(s.data for s in rep.overall.steps if s.data["users"] == 8)
+    v = step["slo"]["ttft_p95_ms"]
+    said = (f"about {v['settle_requests']:,} more requests, or {v['settle_seconds']:g} s more at this step, "
+            "would settle it")
+    console = summary_text(rep)
+    assert f"[caveat: borderline: ttft_p95_ms at 8 users: {said}]" in console, console
+    write_report(rep, str(tmp_path / "out"))
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert f"met — borderline: {said}" in page and f"ttft_p95_ms at 8 users: {said}" in page

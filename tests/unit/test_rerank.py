@@ -50,7 +50,7 @@ def test_the_workload_draws_a_query_and_its_passages_reproducibly():
     a, b = make("rerank"), make("rerank")
     reqs = [a.next_request() for _ in range(20)]
     assert [r.body for r in reqs] == [b.next_request().body for _ in range(20)]
-    assert {r.documents for r in reqs} <= set(range(2, 7)) and all(r.tokens == r.documents * 14 for r in reqs)
+    assert {r.inputs for r in reqs} <= set(range(2, 7)) and all(r.tokens == r.inputs * 14 for r in reqs)
     body = json.loads(reqs[0].body)
     assert set(body) == {"model", "query", "documents", "top_n"} and body["top_n"] == 3
     score = json.loads(make("score").next_request().body)

@@ -91,15 +91,19 @@ def test_the_master_broadcasts_to_workers_and_delivers_worker_messages_to_itself
 def test_a_worker_sends_to_the_master_and_delivers_master_messages_to_itself():
     runner = FakeRunner()
     parts = parts_for(runner)
-    parts.files = types.SimpleNamespace(master_prefix=None)
+    from llmload.plugin.output.run_files import RunFiles
+
+    parts.files = RunFiles(parts.run, on_failure=lambda e: None)
     role = WorkerRole(parts)
     done = messages.TRACE_DONE.payload(index=3, token="", version=messages.PROTOCOL_VERSION)
     role.send(messages.TRACE_DONE, done)
     assert runner.sent == [("llmload_trace_done", done, None)]
     handler, _ = runner.custom_messages["llmload_processes"]
     handler(environment=None, msg=types.SimpleNamespace(data=messages.PROCESSES.payload(
-        n=4, csv="runs/x", run_id="r9", version=messages.PROTOCOL_VERSION), node_id="master"))
+        n=4, csv="runs/x", csv_dir="/m/runs", csv_dir_id=[5, 6], run_id="r9", version=messages.PROTOCOL_VERSION),
+        node_id="master"))
     assert role.processes == 4 and parts.files.master_prefix == "runs/x" and parts.run.run_id == "r9"
+    assert (parts.files.master_dir, parts.files.master_dir_id) == ("/m/runs", (5, 6))
     assert role.worker_index == 3 and not role.leads
 
 
@@ -122,7 +126,7 @@ def test_the_master_refuses_a_worker_of_another_protocol_version_once(caplog):
 
 def test_every_llmload_string_in_the_plugin_is_a_declared_message_used_through_the_table():
     declared = {m.name for m in messages.TABLE}
-    assert len(declared) == len(messages.TABLE) == 13
+    assert len(declared) == len(messages.TABLE) == 14
     assert {m.direction for m in messages.TABLE} == {messages.WORKER_TO_MASTER, messages.MASTER_TO_WORKER}
     typed: dict[str, list[str]] = {}
     sources = sorted(os.path.relpath(os.path.join(d, f), PLUGIN) for d, _, fs in os.walk(PLUGIN) for f in fs
@@ -158,3 +162,50 @@ def test_the_stats_wire_format_has_named_fields_and_round_trips():
     merged = LLMStats()
     merged.merge_wire({"chat": wire})
     assert merged.rows() == stats.rows()
+
+
+def _deliver(runner, message, data, node_id="master"):
+    handler, _ = runner.custom_messages[message.name]
+    handler(environment=None, msg=types.SimpleNamespace(data=data, node_id=node_id))
+
+
+def test_a_worker_that_missed_the_trace_clock_asks_for_it_and_waits():
+    """Locust connects a worker to its master before the init event that makes llmload's handlers:
+    the master's t0 can come before the worker listens. The worker's first user asks again and waits
+    for the answer; it does not start its share on a clock of its own (its requests would then be off
+    the other workers' by the gap, seen once under load: 0.67 s)."""
+    import gevent
+
+    from llmload.plugin.users.trace_replay import ReplayLink
+    from llmload.workload.file.spec import TraceSpec
+    from llmload.workload.trace.replay import selected_trace
+
+    runner = FakeRunner()
+    parts = parts_for(runner)
+    parts.files = types.SimpleNamespace(take_master_csv=lambda data: None)
+    role = WorkerRole(parts)
+    link = ReplayLink(runner.environment, role)
+    info = messages.PROCESSES.payload(n=4, csv="", csv_dir="", csv_dir_id=None, run_id="r", version=3)
+    _deliver(runner, messages.PROCESSES, info)
+    trace = selected_trace(TraceSpec(path=os.path.join(ROOT, "scenarios", "data", "traces", "mooncake_sample.jsonl")))
+    user = gevent.spawn(link.schedule_for, "replay", trace)
+    gevent.sleep(0.05)
+    assert [name for name, _, _ in runner.sent] == ["llmload_trace_t0_ask"] and not user.ready()
+    _deliver(runner, messages.TRACE_T0, messages.TRACE_T0.payload(t0=1234.5))
+    schedule = user.get(timeout=2)
+    assert link.t0 == 1234.5 and schedule.t0 == 1234.5
+
+
+def test_the_master_answers_a_worker_that_asks_for_the_trace_clock_with_the_same_t0():
+    from llmload.plugin.users.trace_replay import ReplayLink
+
+    runner = FakeRunner()
+    runner.environment.runner = types.SimpleNamespace(target_user_count=8, spawn_rate=8)
+    role = MasterRole(parts_for(runner))
+    link = ReplayLink(runner.environment, role)
+    link._on_test_start(runner.environment)
+    first = [d for name, d, _ in runner.sent if name == "llmload_trace_t0"]
+    ask = messages.TRACE_T0_ASK.payload(token="", version=messages.PROTOCOL_VERSION)
+    _deliver(runner, messages.TRACE_T0_ASK, ask, node_id="w2")
+    again = [d for name, d, _ in runner.sent if name == "llmload_trace_t0"]
+    assert len(first) == 2 and len(again) == 4 and {d["t0"] for d in again} == {link.t0}  # both workers, twice

@@ -9,8 +9,9 @@ import pytest
 
 from llmload.metrics.record import RequestMeta, RequestRecord
 from llmload.metrics.slo import SLO
-from llmload.shapes.load_shapes import DEFAULT_STOP_TIMEOUT_S, SearchLoadShape, StepLoadShape
+from llmload.shapes.load_shapes import DEFAULT_STOP_TIMEOUT_S, StepLoadShape
 from llmload.shapes.search import Bisection, StepSample, step_bound
+from llmload.shapes.search_shape import SearchLoadShape
 
 
 def run_search(lo, hi, precision, knee, integer=True):

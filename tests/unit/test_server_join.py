@@ -82,7 +82,9 @@ def test_the_server_and_the_client_count_the_same_requests(tmp_path):
     sv = step.data["server"]
     in_window = [r for r in burst + steady if 1006.0 < r["start_time"] + r["ttft_ms"] / 1000 <= 1026.0]
     assert len(in_window) == 8 + 80
-    assert sv["ttft_requests"] == {"server": 88, "client": 88}
+    # straddling the first edge (1006 s + 4 ms): the burst's 8 and the steady one started at 1006.0;
+    # the last: the one started at 1026.0, first token at 1026.1
+    assert sv["ttft_requests"] == {"server": 88, "client": 88, "straddling": {"first": 9, "last": 1}}
     client_mean = float(np.mean([r["ttft_ms"] for r in in_window]))
     assert sv["client_ttft_ms"]["mean"] == pytest.approx(client_mean)
     assert sv["ttft_ms"]["mean"] == pytest.approx(client_mean - 10.0)
@@ -93,7 +95,9 @@ def test_the_server_and_the_client_count_the_same_requests(tmp_path):
     assert old - sv["ttft_ms"]["mean"] < -500.0
     # E2E: the requests that ended between the scrapes, the burst's (at 1009) among them
     ended = [r for r in burst + steady if 1006.0 < r["start_time"] + r["e2e_ms"] / 1000 <= 1026.0]
-    assert sv["e2e_requests"] == {"server": len(ended), "client": len(ended)}
+    # ends straddling 1006: the burst's 8 and the steady ones started at 1005.5, 1005.75 and 1006.0;
+    # 1026: those started at 1025.5, 1025.75 and 1026.0 (600-ms requests)
+    assert sv["e2e_requests"] == {"server": len(ended), "client": len(ended), "straddling": {"first": 11, "last": 3}}
     assert sv["e2e_gap_ms"]["mean"] == pytest.approx(10.0)
     assert sv["window"] == {"from": 1006.0, "to": 1026.0, "resolution_ms": 4.0}
     # the interpolated p95 says which bucket it lies in: the burst's 8 s are 9 % of 88, so p95 is among them
@@ -101,6 +105,29 @@ def test_the_server_and_the_client_count_the_same_requests(tmp_path):
     assert sv["ttft_bounds_ms"]["p50"] == [50.0, 100.0]
     text = json.dumps(report.to_json())  # the bounds are plain JSON
     assert '"ttft_bounds_ms"' in text
+
+
+def test_a_client_that_reads_late_counts_fewer_and_the_straddling_requests_say_how_many(tmp_path):
+    """A busy client reads every first token 150 ms after the engine sent it (and the engine got each
+    request 150 ms after the client's start): its TTFT is 400 ms, the server's 100 ms. Eight requests
+    start together at 1025.7, just before the last scrape at 1026: the engine sends their first tokens at 1025.95,
+    inside its delta; the client reads them at 1026.1, after it. So the server counts 8 more than the
+    client (the old check allowed 2), and those 8 are among the ones ``straddling.last`` names: the 8,
+    and the steady ones started at 1025.75 and 1026.0."""
+    steady = [req(1005.0 + i * 0.25, 8, ttft=400.0, e2e=900.0) for i in range(100)]
+    joining = [req(1025.7 + i * 0.0001, 8, ttft=400.0, e2e=900.0) for i in range(8)]
+    prefix = write_csv(tmp_path / "late_requests.csv", steady + joining)
+    write_scrapes(prefix, [1006.0, 1016.0, 1026.0], steady + joining, server_lag_s=0.15)
+    report = build_report(prefix, ReportOptions(slos=[parse_slo("ttft_p95_ms=20000")]))
+    sv = report.overall.steps[0].data["server"]
+    counts = sv["ttft_requests"]
+    # the client: first tokens read in (1016, 1026], starts in (1015.6, 1025.6]: 1015.75 … 1025.5, 40;
+    # the engine: sent in the window, starts in (1015.75, 1025.75]: 1016.0 … 1025.75 and the 8, 48
+    assert sv["window"] == {"from": 1016.0, "to": 1026.0, "resolution_ms": 4.0}  # the warm-up left 1006 out
+    assert (counts["client"], counts["server"]) == (40, 48)
+    assert counts["straddling"] == {"first": 2, "last": 10}  # first: those started at 1015.75 and 1016.0
+    assert counts["client"] - counts["straddling"]["first"] <= counts["server"]
+    assert counts["server"] <= counts["client"] + counts["straddling"]["last"]
 
 
 def test_the_rendered_table_shows_the_counts_and_the_bucket(tmp_path):
@@ -122,6 +149,9 @@ def test_client_between_picks_first_tokens_and_ends():
         "e2e_ms": [900.0, 1500.0, 100.0, 300.0], "status": ["ok", "ok", "http_5xx", "cancelled"]}))
     ttft = client_between(rows, 0.5, 3.0, "ttft")  # first tokens at 0.5 (edge: out), 1.5 (in), 3.5 (out)
     assert ttft.n == 1 and ttft.mean == 500.0
+    assert (ttft.straddle_first, ttft.straddle_last) == (0, 0)  # started at 3.0: after the last edge
+    wide = client_between(rows, 0.5, 3.0, "ttft", resolution_s=0.6)  # started at 1.0: the engine may have
+    assert (wide.straddle_first, wide.straddle_last) == (1, 1)     # answered the first scrape at 1.1
     e2e = client_between(rows, 0.5, 3.0, "e2e")  # ends at 0.9 and 2.5 (ok); the 5xx and the cancel are left out
     assert e2e.n == 2 and e2e.mean == pytest.approx(1200.0)
     assert client_between(rows, 10.0, 20.0, "ttft").n == 0

@@ -189,12 +189,14 @@ def test_vllm_samples_map_to_common_names_and_keep_the_rest():
     ttft_inf = [r for r in by["server_ttft_seconds_bucket"] if dict(r.labels)["le"] == "+Inf"]
     assert sorted(r.value for r in ttft_inf) == [100.0, 100.0]
     assert "server_itl_seconds_count" in by and "server_e2e_seconds_sum" in by
-    # unknown metrics stay under their own names, labels untouched
-    assert ("vllm:request_success_total" in by and "http_requests_total" in by
-            and "vllm:request_time_per_output_token_seconds_bucket" in by and "vllm:cache_config_info" in by)
-    stop0 = [r.value for r in by["vllm:request_success_total"]
+    # finished requests under their common name, every finished_reason kept as a label set
+    assert sum(r.value for r in by["requests_finished"]) == 800.0 + 30.0 + 790.0 + 28.0
+    stop0 = [r.value for r in by["requests_finished"]
              if dict(r.labels) == {"engine": "0", "finished_reason": "stop", "model_name": model}]
     assert stop0 == [800.0]
+    # unknown metrics stay under their own names, labels untouched
+    assert ("http_requests_total" in by and "vllm:request_time_per_output_token_seconds_bucket" in by
+            and "vllm:cache_config_info" in by)
     # known ones are not repeated raw, and *_created timestamps are dropped
     assert not any(m.startswith(("vllm:kv_cache_usage_perc", "vllm:time_to_first_token_seconds")) for m in by)
     assert not any(m.endswith("_created") for m in by)
@@ -239,7 +241,7 @@ def test_tgi_kv_ratio_and_token_sums_are_derived():
     exposition = parse_exposition(scrapes("tgi")[1][1])
     snap = snapshot(exposition)
     assert snap.gauges == {"requests_running": 32.0, "requests_waiting": 9.0, "kv_cache_usage": 0.375}
-    assert snap.counters == {"prompt_tokens": 520 * 512.0, "generation_tokens": 508 * 200.0}
+    assert snap.counters == {"prompt_tokens": 520 * 512.0, "generation_tokens": 508 * 200.0, "requests_finished": 508.0}
     assert "server_ttft_seconds" not in snap.histograms
     metrics = {r.metric for r in map_samples(exposition, "tgi")}
     # derived rows are added; the gauges and histograms they come from stay raw

@@ -8,8 +8,8 @@ import pytest
 
 from llmload.health.verdict import is_limited
 from llmload.metrics.record import RequestMeta, RequestRecord
+from llmload.metrics.scenario_stats import ScenarioStats
 from llmload.metrics.slo import SLO, window_value
-from llmload.metrics.stats import ScenarioStats
 from llmload.plugin.output.live import LiveWindow
 from llmload.shapes.load_shapes import RampLoadShape, RateLadderShape, StepLoadShape
 from llmload.shapes.schedules import parse_rates, parse_steps, ramp_schedule, step_schedule

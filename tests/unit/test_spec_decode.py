@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from llmload.mock.engine.batching_engine import BatchingEngine, EngineParams, EngineRequest
+from llmload.mock.engine.batching_engine import BatchingEngine
+from llmload.mock.engine.engine_base import EngineParams, EngineRequest
 from llmload.mock.engine.metrics_state import EngineStats
 from llmload.mock.engine.spec_decode import SpecDecode
 from llmload.mock.telemetry.prometheus import render_metrics

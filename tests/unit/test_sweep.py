@@ -83,6 +83,26 @@ def test_frontier_points_are_priced_per_gpu_and_per_user():
     assert all(x["pareto"] for x in p)
 
 
+def test_a_thin_step_is_not_a_point_and_the_frontiers_caption_says_so():
+    """The slow deployment's 2- and 4-user steps had too few requests: the chart left them out while
+    its caption said every measured step is a point (seen in the sweep's screenshot, issue 32 item 16)."""
+    from llmload.sweep.report import FRONTIER_CAPTION
+
+    cell = _cell("one", "chat", 1, 1.0, [(2, 100.0), (8, 400.0)], 5.0)
+    cell["steps"][0]["thin"] = True
+    assert [x["load"] for x in frontier_points([cell])["chat"]] == [8]
+    assert "too few requests for a verdict is left out" in FRONTIER_CAPTION
+
+
+def test_best_ranks_every_workload_of_a_plan_with_several_deployments():
+    # two workloads × two deployments, with fleets' options given (empty): each workload gets its answer
+    # (a name reused inside the loop once turned the options into a list at the second workload)
+    cells = [_cell(dep, w, gpus, usd, [(8, 500.0)], rps) for w in ("chat", "long")
+             for dep, gpus, usd, rps in (("cheap", 1, 2.0, 4.0), ("dear", 4, 3.0, 30.0))]
+    best = best_deployments(cells, 20.0, None, 0.5, {})
+    assert {w: b["deployment"] for w, b in best.items()} == {"chat": "cheap", "long": "cheap"}
+
+
 def test_best_is_the_cheapest_fleet_at_the_target_and_the_margin_needs_repeats():
     # target 20 req/s, headroom 0.5: cheap holds 4 req/s on 1 GPU at $2 (10 replicas, $20/h);
     # dear holds 30 req/s on 4 GPUs at $3 (2 replicas, 8 GPUs, $24/h)
@@ -128,3 +148,33 @@ def test_step_precision_goes_to_every_cell_with_the_plan_warm_up():
     cmd = locust_command(plan, expand(plan)[0], "http://x", "p")
     assert cmd[cmd.index("--step-precision") + 1] == "5" and cmd[cmd.index("--step-warmup-s") + 1] == "2"
     assert "10 s each at most (a step ends early once known to 5 %)" in dry_run_text(plan)
+
+
+def test_a_serve_command_is_found_on_path_with_the_deployments_env_or_as_a_file(tmp_path, monkeypatch):
+    from llmload.sweep.plan import Deployment
+    from llmload.sweep.server import cannot_start
+
+    tool = tmp_path / "bin" / "engine"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    (tmp_path / "data.txt").write_text("")
+    monkeypatch.chdir(tmp_path)
+
+    def why(serve, env=None):
+        return cannot_start(variants(parse_plan_of(serve, env))[0])
+
+    def parse_plan_of(serve, env):
+        class P:
+            deployments = [Deployment("d", 1, 1.0, serve=serve, env=env or {})]
+            params: dict = {}
+        return P
+
+    assert why("sh -c 'exit 0' {port}") is None
+    assert why("bin/engine --port {port}") is None and why(f"{tool} --port {{port}}") is None
+    assert why("engine --port {port}", {"PATH": str(tool.parent)}) is None  # the deployment's own PATH
+    assert why("engine --port {port}") == ("deployments.d.serve: cannot start 'engine' (no such command on PATH): "
+                                           "engine --port {port}")
+    assert "(no such file)" in why("bin/nothing --port {port}")
+    assert "(not an executable file)" in why("./data.txt --port {port}")
+    assert cannot_start(variants(parse_plan(PLAN.replace("mock", "sh"), "plan.yaml"))[-1]) is None  # host: nothing

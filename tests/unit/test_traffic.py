@@ -12,8 +12,9 @@ import pytest
 
 from llmload.metrics.agent_tasks import TaskRecord, TaskStats, TaskTracker, outcome_of
 from llmload.metrics.record import RequestMeta, RequestRecord, StreamAccumulator
+from llmload.metrics.scenario_stats import ScenarioStats
 from llmload.metrics.slo import parse_slo, task_limit_s
-from llmload.metrics.stats import LLMStats, ScenarioStats
+from llmload.metrics.stats import LLMStats
 from llmload.mock.api.openai_api import parse_body
 from llmload.plugin.output.end_of_run import format_summary
 from llmload.report.sections.traffic import task_stats, task_table
@@ -325,3 +326,17 @@ def test_image_set_is_deterministic_and_priced_like_qwen2_vl():
     assert pa == pb and len(pa) == 2 and pa[0]["image_url"]["url"].startswith("data:image/png;base64,")
     urls = {p["image_url"]["url"] for p in a.parts(random.Random(2)) + a.parts(random.Random(3)) * 5}
     assert len(urls) <= 3
+
+
+def test_each_agent_call_says_what_of_its_prompt_was_sent_before():
+    """Issue 32, item 2: the tools and the system prompt go with every call; a call after tool results
+    resends the whole loop so far, its reply included: only the tool results are new."""
+    spec = scenario(AGENT).workloads[0]
+    agent = AgentWorkload(spec, user_seed=9, model="m", text=TextSource(1))
+    req = agent.start_task()
+    system = len(agent.system.split()) if agent.system else 0
+    assert req.resent_tokens == prompt_words([], spec.agent.tools) + system
+    call = {"id": "call_7", "type": "function", "function": {"name": "read_file", "arguments": '{"query": "x y"}'}}
+    nxt = agent.next_call(req, ok=True, text="", tool_calls=[call])
+    assert nxt.resent_tokens == req.input_tokens + 4  # the reply's tool call: its name and two argument words
+    assert nxt.input_tokens - nxt.resent_tokens == len(nxt.messages[-1]["content"].split())

@@ -166,7 +166,8 @@ def test_the_live_window_shows_warmup_rows_but_never_judges_them():
     live = LiveWindow(window_s=20)
     for i in range(20):
         live.add_row(row(1000 + i * 0.1, ttft=5000.0))
-    warm = [(*r[:COL.phase], WARMUP_PHASE) for r in [row(1001 + i * 0.1, ttft=9000.0) for i in range(20)]]
+    warm = [(*r[:COL.phase], WARMUP_PHASE, *r[COL.phase + 1:]) for r in [row(1001 + i * 0.1, ttft=9000.0)
+                                                                       for i in range(20)]]
     for r in warm:
         live.add_row(r)
     shown, _ = live.merged(1013.0, 0.0)
@@ -177,7 +178,8 @@ def test_the_live_window_shows_warmup_rows_but_never_judges_them():
 
 def test_a_search_step_never_counts_a_warmup_row():
     step = StepSample(4.0, "users", started_at=1000.0, warmup_s=0.0, slos=[SLO("ttft_p95_ms", 200.0)], floor=1)
-    step.add([(*row(1001.0, ttft=9000.0)[:COL.phase], WARMUP_PHASE), row(1002.0, ttft=100.0)])
+    hot = row(1001.0, ttft=9000.0)
+    step.add([(*hot[:COL.phase], WARMUP_PHASE, *hot[COL.phase + 1:]), row(1002.0, ttft=100.0)])
     assert len(step.rows) == 1 and step.verdict(1100.0, 0.0) == (True, [])
 
 

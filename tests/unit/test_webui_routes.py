@@ -8,14 +8,15 @@ from types import SimpleNamespace
 
 from flask import Flask, jsonify
 
+from llmload.metrics import catalog
 from llmload.plugin.web.webui import install
 
 
 class View:
     run_finished = False
 
-    def __init__(self, broken: bool = False, models: bool = False) -> None:
-        self.broken, self.models = broken, models
+    def __init__(self, broken: bool = False, models: bool = False, latest: list | None = None) -> None:
+        self.broken, self.models, self.latest = broken, models, latest or []
 
     def runner_state(self) -> str:
         return "running"
@@ -29,13 +30,20 @@ class View:
     def latest_rows(self):
         if self.broken:
             raise TypeError("a worker's health report with a string where a number belongs")
-        return []
+        return self.latest
 
     def history_rows(self, since=float("-inf")):
         return []
 
+    def has_tasks(self):
+        return False
+
     def client_health(self):
         return []
+
+    def client_verdict(self):
+        return {"text": "client: not limited (CPU and event-loop lag stayed under the thresholds)",
+                "limited_intervals": 0, "intervals": 3}
 
     def server_samples(self):
         return []
@@ -157,3 +165,17 @@ def test_without_csv_the_stats_download_has_the_per_model_rows_too():
     res = app_with(view).test_client().get("/llmload/llm_stats.csv")
     assert res.status_code == 200
     assert res.data.decode().splitlines() == ["scenario,requests,model", "tenants,10,", "tenants,7,adapter-a"]
+
+
+def test_the_llm_rows_in_locusts_json_carry_numbers():
+    """/stats/requests → extended_stats → llm: a dashboard or script reading Locust's JSON gets numbers
+    (issue 32, item 18: they had become text, "43.6", "2.00"); Locust's page prints them."""
+    ttft = catalog.BY_NAME["ttft"]
+    latest = [{"scenario": "chat", "window_s": 10.0, "in_flight": 3, "rps": 2.0, "output_tps": 255.123, "errors": 0,
+               "ok": 20, "errors_by_status": {}, "cache_hit_ratio": None, ttft.key("p50"): 43.6123,
+               ttft.key("p95"): None}]
+    data = app_with(View(latest=latest)).test_client().get("/stats/requests").get_json()
+    llm = next(t for t in data["extended_stats"] if t["key"] == "llm")["data"][0]
+    assert llm[ttft.key("p50")] == 43.6 and llm["rps"] == 2.0 and llm["output_tps"] == 255.0
+    assert isinstance(llm["rps"], float) and llm["in_flight"] == 3 and llm[ttft.key("p95")] is None
+    assert llm["window"] == "last 10 s"  # text where a cell is text

@@ -294,9 +294,25 @@ def test_users_from_scenario_makes_weighted_classes():
     import sys
 
     # In a child: importing Locust monkey-patches the whole process.
-    code = ("from llmload.plugin.users.llm_user import users_from_scenario, integer_weights\n"
+    code = ("from llmload.plugin.users.from_scenario import users_from_scenario, integer_weights\n"
             "c = users_from_scenario('scenarios/mixed.yaml')\n"
             "print({n: k.weight for n, k in c.items()}, c['RagUser'].workload, c['RagUser'].abstract,\n"
             "      integer_weights([0.5, 1.25, 2]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "{'ChatUser': 5, 'RagUser': 3, 'SharegptUser': 2} rag False [2, 5, 8]"
+
+
+def test_each_turn_says_how_much_of_its_prompt_was_sent_before_by_design():
+    """Issue 32, item 2: the cached share a session makes possible is its history (and a fixed system
+    prompt every request sends), counted as the mock counts prompt tokens."""
+    spec = parse_scenario(SESSION).workloads[0]
+    w = ScenarioWorkload(spec, 0, user_seed=2, model="m", text=TextSource(2))
+    r1 = w.next_request()
+    assert r1.resent_tokens == 2  # "be brief": every session sends it
+    w.on_reply(r1, "first real reply", ok=True)
+    r2 = w.next_request()
+    assert r2.resent_tokens == 2 + 20 + 3 and r2.input_tokens - r2.resent_tokens == 20  # only the new message
+    w.on_reply(r2, "second", ok=True)
+    assert w.next_request().resent_tokens == 2 + 20 + 3 + 20 + 1
+    single = parse_scenario("workloads:\n  one:\n    input_tokens: 20\n    output_tokens: 5\n").workloads[0]
+    assert ScenarioWorkload(single, 0, 1, "m", TextSource(1)).next_request().resent_tokens is None

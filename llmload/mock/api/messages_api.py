@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from llmload.mock.api.handler import StreamApi
 from llmload.mock.api.openai_api import BadRequest, ParsedRequest, _int_field, _priority_field, _words_of, json_object
 
 # Chat finish reasons → Anthropic's stop reasons
@@ -202,3 +203,7 @@ def full_response(request_id: str, model: str, text: str, finish_reason: str, pr
     return json.dumps({"id": f"msg_{request_id}", "type": "message", "role": "assistant", "content": content,
                        "model": model, "stop_reason": STOP_REASONS.get(finish_reason, finish_reason),
                        "stop_sequence": None, "usage": _usage(prompt, completion, cached)}).encode()
+
+
+HANDLER = StreamApi(parse=parse_messages_body, whole=lambda r: full_response(
+    r.request_id, r.model, r.text, r.finish_reason, r.prompt, r.completion, r.cached, r.tool))

@@ -16,9 +16,11 @@ import json
 import math
 import random
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from llmload.mock.api.handler import Reply, StreamApi
 from llmload.wire.vision_tokens import ImageError, count_image_tokens
 
 VOCAB = (
@@ -286,3 +288,15 @@ def full_response(chat: bool, request_id: str, model: str, created: int, text: s
 
 def token_text(seq_seed: int, index: int) -> str:
     return " " + VOCAB[(seq_seed * 31 + index * 7) % len(VOCAB)]
+
+
+def _openai_whole(chat: bool) -> Callable[[Reply], bytes]:
+    def whole(r: Reply) -> bytes:
+        return full_response(chat, r.request_id, r.model, r.created, r.text, r.finish_reason, r.prompt, r.completion,
+                             r.cached, r.tool)
+
+    return whole
+
+
+CHAT = StreamApi(parse=lambda body, model: parse_body(body, True, model), whole=_openai_whole(True))
+COMPLETIONS = StreamApi(parse=lambda body, model: parse_body(body, False, model), whole=_openai_whole(False))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from llmload.mock.api.handler import StreamApi
 from llmload.mock.api.openai_api import BadRequest, ParsedRequest, _int_field, _priority_field, _words_of, json_object
 
 
@@ -120,3 +121,7 @@ def full_response(request_id: str, model: str, created: int, text: str, prompt: 
     fmt = ResponsesFormatter(request_id, model, created)
     fmt.text = [text]
     return json.dumps(fmt._response("completed", _usage(prompt, completion, cached))).encode()
+
+
+HANDLER = StreamApi(parse=parse_responses_body, whole=lambda r: full_response(
+    r.request_id, r.model, r.created, r.text, r.prompt, r.completion, r.cached))

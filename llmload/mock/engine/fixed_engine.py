@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 
-from llmload.mock.engine.batching_engine import Emission, EngineBase, EngineRequest, Sequence
+from llmload.mock.engine.engine_base import Emission, EngineBase, EngineRequest, Sequence
 
 
 class FixedEngine(EngineBase):

@@ -34,7 +34,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
-from llmload.mock.engine.batching_engine import BatchingEngine, EngineParams, Sequence
+from llmload.mock.engine.batching_engine import BatchingEngine
+from llmload.mock.engine.engine_base import EngineParams, Sequence
 
 POLICIES = ("fcfs", "priority")
 SHED_STATUS = 429  # what a shed request gets (the Gateway API inference extension answers shed requests 429)

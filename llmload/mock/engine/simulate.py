@@ -11,7 +11,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from llmload.mock.engine.batching_engine import EngineRequest
+from llmload.mock.engine.engine_base import EngineRequest
 
 
 @dataclass(frozen=True)

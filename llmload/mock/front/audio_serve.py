@@ -15,8 +15,7 @@ without the finish reason, the usage and ``[DONE]``; a whole answer cut inside i
 
 Usage::
 
-    if path == TRANSCRIPTIONS_PATH and method == "POST":
-        return serve_transcription(server, sock, headers, body, rx_mono)
+    HANDLER.serve(server, sock, "/v1/audio/transcriptions", headers, body, rx_mono)   # the server's route
 """
 
 from __future__ import annotations
@@ -26,10 +25,10 @@ from typing import Any
 
 import gevent
 
-from llmload.mock.api import openai_api as api
 from llmload.mock.api.audio_api import TranscriptionFormatter, parse_transcription, transcript_words, whole_answer
 from llmload.mock.api.embeddings_api import EmbeddingBatcher
-from llmload.mock.front.body_endpoints import take_request
+from llmload.mock.api.handler import BodyApi
+from llmload.mock.front.intake import admit
 
 AUDIO_BATCH_SECONDS = 600  # audio one encoder step takes from the queue at most
 STREAM_HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
@@ -40,21 +39,17 @@ def _frame(data: bytes) -> bytes:
     return b"%x\r\n%b\r\n" % (len(data), data)
 
 
-def serve_transcription(server: Any, sock: Any, headers: dict[str, str], body: bytes, rx_mono: float) -> bool:
+def serve_transcription(server: Any, sock: Any, path: str, headers: dict[str, str], body: bytes,
+                        rx_mono: float) -> bool:
     """One upload, transcribed; True: the connection goes on."""
-    arrival_unix, rid = take_request(server, headers, rx_mono)
     c = server.config
-    try:
-        fault = server.faults.pick(headers.get("x-mock-fault"))
-        ask = parse_transcription(body, headers.get("content-type", ""), c.model)
-    except (ValueError, api.BadRequest) as e:
-        server._send(sock, 400, api.error_body(400, str(e)))
-        server._log_request(rid, rx_mono, arrival_unix, None, "error:400", 0, 0)
+    admitted = admit(server, sock, headers, body, rx_mono,
+                     lambda b: parse_transcription(b, headers.get("content-type", ""), c.model),
+                     lambda rid, arrival_unix, fault, ask: _log(server, rid, rx_mono, arrival_unix, None, None, 0,
+                                                                f"fault:{fault.status}", fault, ask))
+    if admitted is None:
         return True
-    if fault is not None and fault.kind == "http":
-        server._send(sock, fault.status, api.error_body(fault.status, f"mock fault: HTTP {fault.status}"))
-        _log(server, rid, rx_mono, arrival_unix, None, None, 0, f"fault:{fault.status}", fault, ask)
-        return True
+    rid, arrival_unix, fault, ask = admitted
     if server.transcriber is None:  # weighs audio in milliseconds: 1/rtfx ms of a step per ms of audio
         server.transcriber = EmbeddingBatcher(0.0, 1.0 / c.audio_rtfx, AUDIO_BATCH_SECONDS * 1000)
     if fault is not None and fault.kind == "slow_first":
@@ -133,3 +128,6 @@ def _log(server: Any, rid: str, arrival_mono: float, arrival_unix: float, first:
                          "prompt_tokens": ask.prompt_tokens, "cached_tokens": 0, "outcome": outcome,
                          "fault": fault.spec if fault else None, "image_tokens": 0, "reply": "transcription",
                          "audio_seconds": ask.audio_seconds, "stream": ask.stream})
+
+
+HANDLER = BodyApi(serve=serve_transcription)

@@ -15,10 +15,13 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from llmload.wire.endpoints import ENDPOINTS
+
 HTTP_FAULTS = {"429": 429, "500": 500, "503": 503}
 COUNT_FAULTS = ("disconnect", "malformed", "stream_error")
 SECONDS_FAULTS = ("stall", "slow_first")
-PLAIN_FAULTS = ("missing_vector", "wrong_index", "missing_text", "no_final_chunk")
+# The faults of one endpoint each (a vector left out, an index out of range, ...), as each declares them.
+PLAIN_FAULTS = tuple(f for e in ENDPOINTS for f in e.faults)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MAX_HEAD = 64 * 1024
+from llmload.wire.http1 import HEAD_END, MAX_HEAD, keeps_alive  # a head's end and bound, as the client reads them
+
 MAX_BODY = 64 * 1024 * 1024
-HEAD_END = b"\r\n\r\n"
 
 
 class RequestError(ValueError):
@@ -43,10 +43,7 @@ class HTTPRequest:
 
     @property
     def keep_alive(self) -> bool:
-        conn = self.headers.get("connection", "").lower()
-        if self.version == "HTTP/1.0":
-            return "keep-alive" in conn
-        return "close" not in conn
+        return keeps_alive(self.version, self.headers)
 
 
 def parse_request(buf: bytes | bytearray) -> tuple[HTTPRequest | None, int]:

@@ -25,7 +25,8 @@ import gevent.event
 from llmload.mock.api import openai_api as api
 from llmload.mock.api.messages_api import MessagesFormatter
 from llmload.mock.api.responses_api import ResponsesFormatter
-from llmload.mock.engine.batching_engine import BatchingEngine, Sequence
+from llmload.mock.engine.batching_engine import BatchingEngine
+from llmload.mock.engine.engine_base import Sequence
 from llmload.mock.engine.fixed_engine import FixedEngine
 from llmload.mock.front.faults import Fault
 from llmload.net import timestamps as netstamp

@@ -14,6 +14,10 @@ the master at init:
 * checks Locust's own messages against :data:`~llmload.plugin.cluster.messages.LOCUST_SHAPES` (llmload's
   are checked by their handlers: :class:`llmload.plugin.cluster.membership.Gate`);
 * keeps the receive loop alive whatever a handler raises;
+* lets the loop run after each ``RECV_TURN_S`` of reading without a pause: ZeroMQ's green socket
+  returns a waiting message without yielding, so a worker that floods the port kept the receive
+  loop busy for as long as its messages came, and the queue's writer (every worker's rows), the
+  heartbeats and the live view waited behind it (issue 35);
 * caps one message at :data:`MAX_MESSAGE_BYTES` (ZeroMQ drops the connection of a peer that sends
   more, before the master holds it);
 * says each refusal in one line, once per sender, and counts the rest.
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from time import perf_counter
 from typing import Any
 
 import gevent
@@ -36,6 +41,7 @@ import zmq
 from locust.exception import RPCError
 from locust.rpc import Message
 
+from llmload.net.turns import let_io_run
 from llmload.plugin.cluster.messages import JOIN_MESSAGES, LOCUST_SHAPES
 from llmload.plugin.cluster.schema import Invalid, shown
 
@@ -45,6 +51,9 @@ MAX_MESSAGE_BYTES = 256 << 20
 """A worker's biggest honest message (its final rows) is far below this; 64 MiB fields still arrive
 and are refused by their shape, with the reason."""
 HOLD_S = 0.05
+RECV_TURN_S = 0.005
+"""Reading and handling messages this long without a pause: the loop runs (the writer, the heartbeats)."""
+WAITED_S = 0.0005  # a read that took this long waited for its message: the loop ran meanwhile
 MAX_NAMED = 100
 """Senders named in the log at most; past that, refusals are only counted (a flood of identities
 cannot fill the log or the memory)."""
@@ -76,6 +85,7 @@ class ChannelGuard:
         self._hold = hold  # while true, read nothing more: the master's queue is full (back-pressure)
         self.joined: set[str] = set()
         self.dropped: dict[str, list] = {}  # sender → [messages refused, the first reason]
+        self._busy_since = perf_counter()  # when the receive loop last let the others run
         server = runner.server
         self._socket = server.socket
         try:
@@ -104,10 +114,17 @@ class ChannelGuard:
         while True:
             while self._hold():
                 gevent.sleep(HOLD_S)
+            asked = perf_counter()
+            if asked - self._busy_since >= RECV_TURN_S:
+                let_io_run()
+                asked = perf_counter()
+                self._busy_since = asked
             try:
                 frames = self._socket.recv_multipart()
             except zmq.ZMQError as e:
                 raise RPCError("ZMQ network broken") from e
+            if perf_counter() - asked >= WAITED_S:
+                self._busy_since = perf_counter()
             sender, msg, why = read_frames(frames)
             if why:
                 self.refuse(sender, why)

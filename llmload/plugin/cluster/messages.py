@@ -54,12 +54,15 @@ from llmload.plugin.cluster.schema import (
     shown,
 )
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 6
 """1: llmload before the protocol was declared (one-letter stats keys); 2: named stats fields; 3: the
 master's --header and --query travel as ``master_header``/``master_query``, secret values withheld
 (:mod:`llmload.plugin.options.shipped_options`): a worker of 2 would send without them; 4: every payload is
 checked against its declared shape, and USERS, ROWS, TRACE_DONE and FINAL's rows-only form carry
-``version`` (TRACE_DONE also ``token``)."""
+``version`` (TRACE_DONE also ``token``); 5: rows end with ``resent_input_tokens``, the master's --csv
+travels with its directory (``csv_dir``, ``csv_dir_id``) and a worker's report and final payloads say
+where it keeps its copy (``copy``); 6: a health sample carries ``timing`` (requests whose timing a
+stall may have touched) and ``interval_s``."""
 
 WORKER_TO_MASTER = "worker→master"
 MASTER_TO_WORKER = "master→worker"
@@ -90,6 +93,7 @@ _ROW_CELLS: dict[str, Check] = {
     "coalesced_reads": TOKENS, "step_kind": Text(32), "requested_image_tokens": Opt(TOKENS), "backoff_ms": Opt(MS),
     "call_id": Opt(Text(TEXT)), "call_after": Opt(Text(TEXT)), "trace_id": Opt(Text(TEXT)), "phase": Opt(Text(NAME)),
     "inputs": Opt(TOKENS), "model": Opt(Text(NAME)), "priority": Opt(Text(NAME)), "audio_seconds": Opt(Num(0, 1e9)),
+    "resent_input_tokens": Opt(TOKENS),
 }
 ROW = Cells((_ROW_CELLS[c] for c in REQUESTS_COLUMNS), REQUESTS_COLUMNS)
 """A request row, positional in REQUESTS_COLUMNS order (:meth:`llmload.metrics.record.RequestRecord.row`)."""
@@ -123,7 +127,7 @@ _SCENARIO_FIELDS: dict[str, Check] = {
     "schedule_lag": Opt(HISTOGRAM), "tasks": Opt(TASKS),
     **{k: COUNT for k in ("output_tokens", "prompt_tokens", "cached_tokens", "requested_input_tokens",
                           "reported_input_tokens", "compared", "compressed", "coalesced", "late",
-                          "requested_image_tokens", "backoff_waits")},
+                          "requested_image_tokens", "backoff_waits", "resent_input_tokens")},
     "backoff_ms": Num(0, 1e18),
 }
 _MODEL_STATS = Record(_SCENARIO_FIELDS)
@@ -144,7 +148,8 @@ HEALTH = Record({
     "coalesced_share": Opt(_PCT), "streams": Int(0, 10 ** 9), "stalls_over_2ms": COUNT, "stall_max_ms": MS,
     "stall_cpu_max_ms": MS, "stall_culprit": Text(NAME), "stalls": STALLS, "cores": Int(0, 1 << 20),
     "machine_cores": Int(0, 1 << 20), "steal_pct": Opt(_PCT), "others_cpu": Opt(_PCT), "run_queue": Opt(_PCT),
-    "load1": Opt(_PCT), "limited": Flag(), "cause": Text(NAME), "advice": Text(TEXT)})
+    "load1": Opt(_PCT), "limited": Flag(), "cause": Text(NAME), "advice": Text(TEXT),
+    "timing": Record(dict.fromkeys(("requests", "coalesced", "clock_in_stall"), COUNT)), "interval_s": Num(0, 1e9)})
 """One health sample: :meth:`llmload.health.sampler.ClientHealth.take`."""
 IN_FLIGHT = Map(Text(NAME), Int(0, 10 ** 9), 10_000)
 VERSION = Int(0, 2 ** 31)
@@ -186,8 +191,10 @@ def _record(**fields: Check) -> Record:
     return Record(fields)
 
 
+COPY = Opt(Record({"path": Text(TEXT), "host": Text(NAME), "how": Text(32)}))
+"""Where a worker keeps its own copy of its rows: :meth:`llmload.plugin.output.run_files.RunFiles.copy_info`."""
 _STATS_FIELDS = {"stats": STATS, "in_flight": IN_FLIGHT, "health": HEALTH, "index": INDEX, "version": VERSION,
-                 "token": TOKEN}
+                 "token": TOKEN, "copy": COPY}
 _ROWS_ONLY = _record(rows=Seq(ROW, MAX_ROWS), error=Text(TEXT), token=TOKEN, version=VERSION, final=Flag())
 
 USERS = MessageType("llmload_users", WORKER_TO_MASTER,
@@ -213,19 +220,24 @@ COUNTS = MessageType("llmload_counts", MASTER_TO_WORKER, _record(t=UNIX, counts=
                                                                                      100_000)),
                      "every worker's user count (client id → n) as of Unix time t")
 PROCESSES = MessageType("llmload_processes", MASTER_TO_WORKER,
-                        _record(n=Int(1, 10 ** 6), csv=Text(TEXT), run_id=Text(NAME), version=VERSION),
-                        "n worker processes share the load; the master's --csv prefix and run id")
+                        _record(n=Int(1, 10 ** 6), csv=Text(TEXT), csv_dir=Text(TEXT),
+                                csv_dir_id=Opt(Cells([Int(0, 2 ** 64)] * 2, ("device", "inode"))), run_id=Text(NAME),
+                                version=VERSION),
+                        "n worker processes share the load; the master's --csv prefix, its directory (absolute, "
+                        "and [device, inode] as the master sees it: llmload.files.worker_copy_prefix) and run id")
 RATE = MessageType("llmload_rate", MASTER_TO_WORKER, _record(rate=Opt(Num(0, 1e9))),
                    "the arrival-rate ladder's current rate (requests/s, over all processes)")
 TRACE_T0 = MessageType("llmload_trace_t0", MASTER_TO_WORKER, _record(t0=UNIX),
                        "trace time 0 as one Unix time for every process")
+TRACE_T0_ASK = MessageType("llmload_trace_t0_ask", WORKER_TO_MASTER, _record(token=TOKEN, version=VERSION),
+                           "a worker without trace time 0 asks again (it may have come before the worker listened)")
 WARMUP = MessageType("llmload_warmup", MASTER_TO_WORKER, _record(seconds=Num(0, 1e9), ended_at=Opt(UNIX)),
                      "the warm-up began (ended_at None) or ended at Unix time ended_at: a worker marks its own copy")
 PHASE = MessageType("llmload_phase", MASTER_TO_WORKER, _record(label=Text(NAME), at=UNIX),
                     "an --isolation phase (alone:CLASS, together) began at Unix time at: a worker marks its own copy")
 
 TABLE: tuple[MessageType, ...] = (USERS, ROWS, SENT, REPORT, FINAL, TRACE_DONE, STOP, COUNTS, PROCESSES, RATE,
-                                 TRACE_T0, WARMUP, PHASE)
+                                 TRACE_T0, TRACE_T0_ASK, WARMUP, PHASE)
 REPORT_FIELDS = REPORT.fields
 
 

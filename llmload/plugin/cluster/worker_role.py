@@ -15,18 +15,15 @@ from typing import Any
 
 import gevent
 
-from llmload.files import COL
 from llmload.plugin.cluster import messages
 from llmload.plugin.cluster.links import WorkerLink
 from llmload.plugin.cluster.membership import cluster_token, stop_without_master
 from llmload.plugin.cluster.messages import WORKER_TO_MASTER, MessageType
-from llmload.plugin.cluster.roles import Role
+from llmload.plugin.cluster.role import Role
+from llmload.plugin.cluster.worker_copies import keep_own_copy
 from llmload.plugin.run.run_parts import RunParts
 
 log = logging.getLogger("llmload")
-
-_USERS_COL = COL.users
-_START_COL = COL.start_time
 
 
 class WorkerRole(Role):
@@ -54,7 +51,7 @@ class WorkerRole(Role):
 
     def _on_run_info(self, data: dict[str, Any], _node_id: str) -> None:
         self._processes = max(1, int(data["n"]))
-        self.parts.files.master_prefix = data.get("csv") or None
+        self.parts.files.take_master_csv(data)
         self.parts.run.run_id = data.get("run_id") or ""
         if data.get("version", 1) != messages.PROTOCOL_VERSION and not self._version_said:
             self._version_said = True
@@ -68,18 +65,11 @@ class WorkerRole(Role):
         parts = self.parts
         return messages.REPORT.payload(stats=parts.stats.take_delta(), in_flight=dict(parts.in_flight),
                                        health=parts.health.take(sum(parts.in_flight.values())),
-                                       index=self.worker_index, version=messages.PROTOCOL_VERSION, token=self.token)
+                                       index=self.worker_index, version=messages.PROTOCOL_VERSION, token=self.token,
+                                       copy=parts.files.copy_info(self.worker_index))
 
     def _keep_own_copy(self, rows: list[tuple]) -> None:
-        """A worker keeps the rows it sends on its own disk (PREFIX_requests.workerN.csv), with the
-        other workers' user counts as the master last passed them on, and its run id, warm-up and phases."""
-        files = self.parts.files
-        if not rows or not files.keeps_worker_rows:
-            return
-        others, col, start = self.link.others, _USERS_COL, _START_COL
-        rows = self.parts.phase_marks.stamp(self.parts.warmup_rows.stamp(self.parts.run.stamp(rows)))
-        files.write_worker_rows(
-            [(*r[:col], others.total_at(r[start], "", r[col]), *r[col + 1:]) for r in rows], self.worker_index)
+        keep_own_copy(self.parts, self.link.others, rows, self.worker_index)
 
     def file_failed(self, error: Exception) -> None:
         log.error("llmload: this worker's own copy of its rows stops here: %s; the master still gets them", error)

@@ -2,6 +2,5 @@
 connection, fault and server-metrics settings (``option_checks``), what a master's options carry to its
 workers (``shipped_options``) and what a start from the web UI may change (``web_form``).
 
-May import, of the plugin: nothing but ``users.backoff`` (the backoff policy its settings hold). The
-bottom of the plugin: every other room may import it.
+May import, of the plugin: nothing. The bottom of the plugin: every other room may import it.
 """

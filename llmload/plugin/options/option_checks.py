@@ -11,6 +11,7 @@ Usage::
 
 from __future__ import annotations
 
+import math
 import os
 import urllib.parse
 from dataclasses import dataclass
@@ -18,11 +19,28 @@ from typing import Any
 
 from llmload.plugin.options.flags import api_key_from_env, option
 from llmload.plugin.options.shipped_options import own_or_master
-from llmload.plugin.users.backoff import MODES as BACKOFF_MODES
-from llmload.plugin.users.backoff import BackoffPolicy
 from llmload.transport import ClientOptions
 from llmload.transport.connection import parse_headers, parse_query
 from llmload.wire.protocol import ENV_PREFIX
+
+BACKOFF_MODES = ("on", "off")  # --backoff
+
+
+@dataclass(frozen=True)
+class BackoffPolicy:
+    """``--backoff on|off``, ``--backoff-base-s``, ``--backoff-max-s``."""
+
+    base_s: float = 0.5
+    max_s: float = 60.0
+    enabled: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("base_s", "max_s"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+                raise ValueError(f"--backoff-{name.replace('_', '-')} {v!r}: expected seconds > 0")
+        if self.base_s > self.max_s:
+            raise ValueError(f"--backoff-base-s {self.base_s:g} is above --backoff-max-s {self.max_s:g}")
 
 
 class ConfigError(ValueError):

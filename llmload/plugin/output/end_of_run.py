@@ -4,7 +4,7 @@ stopped. Pure: rows and notes in, text out.
 Usage::
 
     print(format_summary(stats.rows(), expected_hit_ratio={"rag": 0.9}))
-    print(run_notes(history.limited_intervals, stop_reason="", interval_s=2.0))
+    print(run_notes(history.client, stop_reason="", stalls=clients.stalls, timing=clients.timing))
     print(error_note(stats.rows(), history.error_intervals, 2.0))   # first, when errors dominate
 """
 
@@ -13,10 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 from llmload import files
+from llmload.health.run_verdict import ClientRun, client_details, client_line, new_timing, verbose_lines
+from llmload.health.stalls import StallStats
 from llmload.health.verdict import errors_dominate
 from llmload.metrics import catalog
+from llmload.metrics.histogram import SIGNIFICANT, figure
 from llmload.metrics.record import CANCELLED, STATUSES
-from llmload.metrics.stats import AGGREGATED, LATE_MS
+from llmload.metrics.scenario_stats import LATE_MS
+from llmload.metrics.stats import AGGREGATED
 
 
 def _total(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -54,18 +58,20 @@ def format_summary(rows: list[dict[str, Any]], expected_hit_ratio: dict[str, flo
     def f(v: Any, nd: int = 1) -> str:
         return "-" if v is None else (f"{v:.{nd}f}" if isinstance(v, float) else str(v))
 
-    # (heading, llm_stats column, decimals, width): a metric's first statistic carries its label
-    latency = [(metric.title(st) if i == 0 else st, metric.stats_column(st), metric.digits,
-                len(metric.title(st)) + 2 if i == 0 else 9)
+    # (heading, llm_stats column, width): a metric's first statistic carries its label. Percentiles
+    # with the digits the histograms support (histogram.figure): 28.665 and 28.83 share a 2 % bucket
+    # and read alike, so 28.79 28.79 28.79 would claim digits that are not there.
+    latency = [(metric.title(st) if i == 0 else st, metric.stats_column(st), len(metric.title(st)) + 2 if i == 0 else 9)
                for metric in catalog.METRICS for i, st in enumerate(metric.summary)]
     head = (f"{'scenario':<16}{'reqs':>7}{'ok':>7}{'fail':>6}{'req/s':>8}{'out tok/s':>11}"
-            + "".join(f"{title:>{w}}" for title, _, _, w in latency))
-    lines = ["LLM summary of the whole run, warm-up included (ms; latency over ok requests; ITL over all chunks). "
+            + "".join(f"{title:>{w}}" for title, _, w in latency))
+    lines = ["LLM summary of the whole run, warm-up included (ms; latency over ok requests; ITL over all chunks; "
+             f"percentiles to {SIGNIFICANT} significant digits, each within 1 %: closer values read alike). "
              "`llmload report` measures each load step after its warm-up, so its figures differ.", head]
     for r in rows:
         lines.append(
             f"{r['scenario'][:15]:<16}{r['requests']:>7}{r['ok']:>7}{r['failures']:>6}{f(r['rps'], 2):>8}"
-            f"{f(r['output_tps']):>11}" + "".join(f"{f(r[col], nd):>{w}}" for _, col, nd, w in latency)
+            f"{f(r['output_tps']):>11}" + "".join(f"{figure(r[col]):>{w}}" for _, col, w in latency)
         )
     errors = {}
     for r in rows:
@@ -104,13 +110,17 @@ def format_summary(rows: list[dict[str, Any]], expected_hit_ratio: dict[str, flo
                              "intended (prefix_hit_rate)" + (f": WARNING {off * 100:.0f} points apart (a cache too "
                                                               "small or evicting, or a router splitting prefixes)"
                                                               if off > catalog.INTENDED_HIT_TOLERANCE else ""))
-            elif exp == 0.0 and r["cache_hit_ratio"] > SURPRISE_HITS:
+            elif catalog.unexplained_hits(r["cache_hit_ratio"], possible := catalog.possible_hit_share(
+                    exp, r.get("resent_input_share"))):
+                shared = ("though this workload shares no prefix and resends nothing" if not possible else
+                          f"more than the {possible:.0%} its shared prefixes and what it resends by design (history, "
+                          "parent context, system prompt) make possible")
                 parts.append(f"WARNING: the server answered {r['cache_hit_ratio']:.0%} of the prompt tokens from its "
-                             "prefix cache, though this workload shares no prefix: an earlier run with the same "
-                             "prompts (the same --seed)? Its latencies are the cache's, not the workload's")
+                             f"prefix cache, {shared}: an earlier run with the same prompts (the same --seed)? Its "
+                             "latencies are the cache's, not the workload's")
             else:
                 parts.append(f"prefix-cache hit ratio {r['cache_hit_ratio']:.3f} (cached ÷ prompt tokens)"
-                             + (f", at most {exp:.3f} expected from the scenario" if exp else ""))
+                             + (f", at most {possible:.3f} expected from the scenario" if possible else ""))
         if parts:
             lines.append(f"{r['scenario']}: " + "; ".join(parts))
         if r.get("tasks"):
@@ -146,50 +156,36 @@ def schedule_line(r: dict[str, Any]) -> str:
     return f"{r['scenario']}: every one of {n} scheduled requests sent within {LATE_MS:g} ms of its time ({lag})"
 
 
-SURPRISE_HITS = 0.2  # cached share of prompt tokens that a workload sharing nothing cannot explain
-
-ADVICE = {
-    "process": "add worker processes (--processes) before trusting these numbers",
-    "calibrated": "add worker processes (--processes) before trusting these numbers",  # as "process": one line
-    "machine": "the machine was busy, not llmload (steal, run queue or other processes on its cores): free the "
-               "machine or move the load generator; more worker processes will not help",
-    "stalls": "the event loop stalled while neither llmload nor the machine was busy: see the stall causes below",
-}
-
-
-def run_notes(limited_intervals: list[str], stop_reason: str, interval_s: float,
-              causes: dict[str, int] | None = None, stall_notes: str = "", errors_first: bool = False) -> str:
-    """Whether the load generator limited the run and why (``causes``: intervals per
-    :func:`llmload.health.verdict.verdict` cause), its event-loop stalls, and why a shape stopped it
-    (``errors_first``: errors dominated, so the client is not judged)."""
-    notes = []
-    if errors_first and not limited_intervals:
-        notes.append("client: not judged (errors dominated the run)")
-    elif limited_intervals:
-        n = len(limited_intervals)
-        by_advice: dict[str, int] = {}  # causes that give the same advice are one line
-        for c, k in (causes or {"process": n}).items():
-            by_advice[ADVICE.get(c, c)] = by_advice.get(ADVICE.get(c, c), 0) + k
-        ranked = sorted(by_advice.items(), key=lambda kv: -kv[1])
-        advice = "; ".join(f"{a} ({k} interval{'s' if k > 1 else ''})" for a, k in ranked)
-        who = ("the machine the load generator runs on" if set(causes or {}) == {"machine"}
-               else "the load generator")
-        notes.append(f"CLIENT-LIMITED: {who}, not the server, limited the run in {n} interval"
-                     f"{'s' if n > 1 else ''} of {interval_s:g} s (last: {limited_intervals[-1]}). {advice}")
-    else:
-        notes.append("client: not limited (CPU and event-loop lag stayed under the thresholds)")
-    if stall_notes:
-        notes.append(stall_notes)
+def run_notes(client: ClientRun, stop_reason: str, stalls: StallStats | None = None,
+              timing: dict[str, int] | None = None, errors_first: bool = False, details_in: str = "",
+              verbose: bool = False) -> str:
+    """The client's one verdict line (:func:`llmload.health.run_verdict.client_line`, the
+    dashboard's badge says the same), where its details are (``details_in``: PREFIX_run.json;
+    ``verbose``: printed below), and why a shape stopped the run (``errors_first``: errors
+    dominated, so the client is not judged)."""
+    line = client_line(client, stalls, timing, errors_first)
+    if stalls is not None and not verbose and (stalls.count or client.limited):
+        line += f" (details: --verbose, {details_in})" if details_in else " (details: --verbose)"
+    notes = [line]
+    if verbose and stalls is not None:
+        notes += verbose_lines(client_details(client, stalls, timing or new_timing(), errors_first))
     if stop_reason:
         notes.append(stop_reason)
     return "\n".join(notes)
+
+
+def client_report(rows: list[dict[str, Any]], history: Any, clients: Any) -> dict[str, Any]:
+    """PREFIX_run.json's ``client``: the verdict line and everything behind it."""
+    first = bool(error_note(rows, history.error_intervals, history.client.interval_s))
+    return client_details(history.client, clients.stalls, clients.timing, first)
 
 
 def lost_note(lost: list[tuple[Any, str, int]], prefix: str | None) -> str:
     """Workers that vanished (SIGKILL, a host gone) with requests the master has no row for."""
     lines = []
     for index, client_id, n in lost:
-        where = (f"{files.worker_path(prefix, index)} on its host (in its working directory when it had no --csv)"
+        where = (f"{files.worker_path(prefix, index)} beside these files on this host, else under that path in its "
+                 "working directory (the line of each worker below says where it kept its copy)"
                  if prefix else "its own --csv file, if any")
         lines.append(f"LOST WORKER {index} ({client_id}): no final data; {n} of its requests have no row here "
                      f"(in flight, or finished but not yet reported, when it vanished; the server saw them; "
@@ -199,17 +195,19 @@ def lost_note(lost: list[tuple[Any, str, int]], prefix: str | None) -> str:
 
 def end_of_run_text(rows: list[dict[str, Any]], hit_ratios: dict[str, float], history: Any, stop_reason: str,
                     interval_s: float, lost: list[tuple[Any, str, int]], prefix: str | None,
-                    output_error: str = "", stall_notes: str = "", refused: str = "", seed: Any = "",
-                    warmup: str = "") -> str:
+                    output_error: str = "", clients: Any = None, refused: str = "", seeds: str = "",
+                    warmup: str = "", verbose: bool = False) -> str:
     """What a headless run prints at the end: what went wrong first (errors that dominated, a
-    file that could not be written, lost workers), then the table and the notes (``warmup``: how
-    many warm-up requests the verdicts leave out)."""
+    file that could not be written, lost workers), then the table and the notes (``clients``: the
+    run's :class:`~llmload.health.fleet.ClientView`; ``seeds``: the seeds' line, plugin.options.seeds.seed_line;
+    ``warmup``: how many warm-up requests the verdicts leave out)."""
     first = error_note(rows, history.error_intervals, interval_s)
     parts = [p for p in (first, f"OUTPUT FAILED: {output_error}" if output_error else "", lost_note(lost, prefix),
                          refused,
                          format_summary(rows, hit_ratios), warmup, backoff_note(rows),
-                         run_notes(history.limited_intervals, stop_reason, interval_s, history.limited_causes,
-                                   stall_notes, errors_first=bool(first)),
-                         f"workload seed {seed} (--seed {seed} sends the same prompts again)" if seed else "")
+                         run_notes(history.client, stop_reason, getattr(clients, "stalls", None),
+                                   getattr(clients, "timing", None), errors_first=bool(first),
+                                   details_in=files.path(prefix, files.MANIFEST) if prefix else "", verbose=verbose),
+                         seeds)
              if p]
     return "\n".join(parts)

@@ -12,8 +12,9 @@ Usage::
     live.add_row(row)                       # every request row, as it arrives
     live.add_itl("chat", itl_hist, now)     # per-chunk ITL deltas
     rows = live.snapshot(now, lag_s=4.0)    # one dict per scenario + "Aggregated"
-    history = LiveHistory()
+    history = LiveHistory(started=time.time())
     history.sample(live, now, lag_s=4.0, users=16, in_flight={"chat": 7}, health=[...])
+    history.client                          # the client's judged intervals (health.run_verdict.ClientRun)
 """
 
 from __future__ import annotations
@@ -23,13 +24,16 @@ from collections import defaultdict
 from typing import Any
 
 from llmload.files import COL, WARMUP_PHASE
-from llmload.health.verdict import describe, errors_dominate
+from llmload.health.run_verdict import ClientRun
+from llmload.health.verdict import errors_dominate
 from llmload.metrics import catalog
 from llmload.metrics.histogram import Histogram
 from llmload.metrics.record import OK, rounded
-from llmload.metrics.stats import AGGREGATED, ScenarioStats, stat_values
+from llmload.metrics.scenario_stats import ScenarioStats, stat_values
+from llmload.metrics.stats import AGGREGATED
 
 WINDOW_S = 10.0
+HISTORY_INTERVAL_S = 2.0  # a history row per scenario every 2 s (the plugin samples at this pace)
 KEEP_S = 120.0
 HISTORY_KEEP = 20_000
 
@@ -172,16 +176,31 @@ class LiveHistory:
     """The live window sampled every interval: one row per scenario (and Aggregated), kept in
     memory for the LLM tab and the dashboard, with which client processes limited the run."""
 
-    def __init__(self) -> None:
+    def __init__(self, started: float | None = None, interval_s: float = HISTORY_INTERVAL_S) -> None:
         # Kept as (keys, values) tuples, the keys shared: a dict per sample cost ~2.5 kB, and a
         # long run keeps up to HISTORY_KEEP of them (benchmarks/soak.py watches the growth).
         self._rows: list[tuple[tuple[str, ...], tuple]] = []
         self._times: list[float] = []
         self._shapes: dict[tuple[str, ...], tuple[str, ...]] = {}
-        self.limited_intervals: list[str] = []  # one text per interval in which a client was limited
-        self.error_intervals: list[str] = []  # one text per interval in which errors dominated
-        self.limited_causes: dict[str, int] = {}  # health.verdict's cause → intervals
+        self.started = started  # the test's start (Unix seconds): "at 0:42" in the client's verdict
+        self.client = ClientRun(interval_s)  # the client's judged intervals: the summary and the dashboard read it
+        self._judged: dict[Any, Any] = {}  # worker → the seq of its health sample last judged
         self.models_latest: list[dict[str, Any]] = []  # the newest sample's per-model rows (models: mixes)
+
+    @property
+    def limited_intervals(self) -> list[str]:
+        """One text per interval in which a client was limited."""
+        return self.client.limited
+
+    @property
+    def error_intervals(self) -> list[str]:
+        """One text per interval in which errors dominated."""
+        return self.client.errors
+
+    @property
+    def limited_causes(self) -> dict[str, int]:
+        """health.verdict's cause → intervals."""
+        return self.client.causes
 
     def sample(self, live: LiveWindow, now: float, lag_s: float, users: int, in_flight: dict[str, int],
                health: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -190,16 +209,16 @@ class LiveHistory:
         rows = live.snapshot(now, lag_s)
         self.models_latest = [{k: v for k, v in r.items() if k != "_stats"} for r in live.model_snapshot(now, lag_s)]
         limited = [h for h in health if h.get("limited")]
+        # A worker's sample (every 3 s) can be the newest at two history samples (every 2 s): judged once
+        fresh = [h for h in limited if self._judged.get(h.get("worker")) != h.get("seq", object())]
+        self._judged.update((h.get("worker"), h.get("seq")) for h in health)
         total = rows[-1]  # Aggregated, or the only scenario
+        errors = ""
         if total["errors_dominate"]:  # the server's failures first; the client is not blamed for them
             by_status = ", ".join(f"{k} {v}" for k, v in sorted(total["errors_by_status"].items()))
-            self.error_intervals.append(f"{total['errors']} of {total['ok'] + total['errors']} failed ({by_status})")
+            errors = f"{total['errors']} of {total['ok'] + total['errors']} failed ({by_status})"
             limited = []
-        elif limited:
-            self.limited_intervals.append(", ".join(f"worker {h['worker']}: {describe(h)}" for h in limited))
-            for h in limited:
-                cause = h.get("cause") or "process"
-                self.limited_causes[cause] = self.limited_causes.get(cause, 0) + 1
+        self.client.judge(now - (self.started if self.started is not None else self._first(now)), fresh, errors)
         total_in_flight = sum(in_flight.values())
         out = []
         for r in rows:
@@ -226,6 +245,11 @@ class LiveHistory:
         del self._rows[:-HISTORY_KEEP]
         del self._times[:-HISTORY_KEEP]
         return out
+
+    def _first(self, now: float) -> float:
+        if self.started is None:
+            self.started = (self._times[0] if self._times else now) - self.client.interval_s
+        return self.started
 
     @property
     def rows(self) -> list[dict[str, Any]]:

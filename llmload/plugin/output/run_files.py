@@ -28,12 +28,14 @@ import csv
 import io
 import logging
 import os
+import socket
 from collections.abc import Callable, Iterable, Sequence
 from typing import IO, Any
 
 from llmload import files
 from llmload.metrics import catalog
 from llmload.metrics.record import CSV_COLUMNS
+from llmload.net.turns import off_the_loop
 from llmload.plugin.output.run_manifest import RunIdentity
 
 log = logging.getLogger("llmload")
@@ -57,12 +59,14 @@ class RequestsCsv:
     are never rewritten. ``fresh`` (a new run) empties the file first; without it, rows are appended.
     """
 
-    def __init__(self, path: str, fresh: bool = True) -> None:
+    def __init__(self, path: str, fresh: bool = True, follow: bool = True) -> None:
         self.path = path
         self.rows_written = 0
         try:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | (os.O_TRUNC if fresh else 0)
+            if not follow:  # a path the master named: never through a symbolic link planted there
+                flags |= os.O_NOFOLLOW
             self._fd: int | None = os.open(path, flags, 0o644)
         except OSError as e:
             raise OutputError(f"{path}: cannot open for writing: {e.strerror}") from None
@@ -111,19 +115,14 @@ def write_llm_stats(path: str, rows: list[dict[str, Any]]) -> None:
     """Write the per-scenario summary (overwrites: it is the final state of the run)."""
     if not rows:
         return
-    tmp = path + ".tmp"
+    buf = io.StringIO()
+    # every row's columns in first-seen order: the per-model rows add ``model`` (models: mixes)
+    w = csv.DictWriter(buf, fieldnames=list(dict.fromkeys(k for r in rows for k in r)), restval="")
+    w.writeheader()
+    w.writerows(rows)
     try:
-        with open(tmp, "w", newline="", encoding="utf-8") as f:
-            # every row's columns in first-seen order: the per-model rows add ``model`` (models: mixes)
-            w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)), restval="")
-            w.writeheader()
-            w.writerows(rows)
-        os.replace(tmp, path)
+        off_the_loop(files.replace_atomically, path, buf.getvalue())  # its fsync must not hold the loop
     except OSError as e:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
         raise OutputError(f"{path}: cannot write: {e.strerror} (errno {e.errno})") from None
 
 
@@ -178,6 +177,9 @@ class RunFiles:
         """This process's own ``--csv``."""
         self.master_prefix: str | None = None
         """A worker's fallback: the master's ``--csv`` (the master passes it on)."""
+        self.master_dir: str | None = None
+        """And that prefix's directory, absolute, with its (device, inode) as the master sees it."""
+        self.master_dir_id: tuple[int, int] | None = None
         self.requests: RequestsCsv | None = None
         """PREFIX_requests.csv (master, local) or a worker's own PREFIX_requests.workerN.csv."""
         self.history: HistoryCsv | None = None
@@ -234,14 +236,31 @@ class RunFiles:
             except OutputError as e:
                 self.failed(e)
 
+    def take_master_csv(self, data: dict[str, Any]) -> None:
+        """A worker: the master's --csv and its directory (its PROCESSES message)."""
+        self.master_prefix = data.get("csv") or None
+        self.master_dir = data.get("csv_dir") or None
+        self.master_dir_id = tuple(data["csv_dir_id"]) if data.get("csv_dir_id") else None
+
+    def _copy_prefix(self) -> tuple[str | None, str]:
+        return files.worker_copy_prefix(self.prefix, self.master_prefix, self.master_dir, self.master_dir_id)
+
     @property
     def keeps_worker_rows(self) -> bool:
         """A worker has a file for its own copy: a prefix (its own or the master's), no failure."""
-        return bool(files.worker_own_prefix(self.prefix, self.master_prefix)) and not self.error
+        return bool(self._copy_prefix()[0]) and not self.error
 
     def worker_path(self, index: int) -> str | None:
-        prefix = files.worker_own_prefix(self.prefix, self.master_prefix)
+        prefix = self._copy_prefix()[0]
         return files.worker_path(prefix, index) if prefix else None
+
+    def copy_info(self, index: int) -> dict[str, Any] | None:
+        """Where this worker keeps its copy, for the master's summary: the absolute path, this host,
+        and why there (:func:`llmload.files.worker_copy_prefix`); None without one."""
+        prefix, how = self._copy_prefix()
+        if not prefix or self.error:
+            return None
+        return {"path": os.path.abspath(files.worker_path(prefix, index)), "host": socket.gethostname(), "how": how}
 
     def write_worker_rows(self, rows: list, index: int) -> None:
         """A worker's own copy of the rows it ships (opened at the first rows: the master's prefix
@@ -251,7 +270,8 @@ class RunFiles:
             return
         try:
             if self.requests is None:
-                self.requests = RequestsCsv(path)
+                self.requests = RequestsCsv(path, follow=self._copy_prefix()[1] == files.OWN)
+                log.info("llmload: this worker keeps its own copy of its rows in %s", os.path.abspath(path))
             self.requests.write(rows)
         except (OutputError, OSError) as e:
             self.failed(e)

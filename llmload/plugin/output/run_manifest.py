@@ -5,13 +5,14 @@ the local process) when the test starts, and again with its end time when it sto
 of that run carries the same ``run_id``. Fields: ``run_id, start_time, start, end_time, end,
 llmload_version, locust_version, command_line`` (secrets removed), ``host, model, models``
 (the server's ``/v1/models`` answer), ``scenarios`` (file, sha256), ``seed, workers,
-stop_timeout, shape`` (the shape class and its resolved settings).
+stop_timeout, shape`` (the shape class and its resolved settings), and at the end ``client`` (the
+load generator's verdict and what is behind it: :func:`llmload.health.run_verdict.client_details`).
 
 Usage::
 
     run = RunIdentity(); run.start(environment, config, "runs/chat", "local")   # at test start
     rows = run.pass_on(rows)                                            # every batch written
-    run.finish(time.time())                                             # at the end
+    run.finish(time.time(), client=details)                             # at the end
     # the parts:
     run_id = new_run_id(time.time())
     data = build_manifest(run_id, time.time(), argv=sys.argv, host=..., models=models_or_error(host, client), ...)
@@ -21,9 +22,9 @@ Usage::
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-import os
 import re
 import secrets
 import time
@@ -157,13 +158,22 @@ def finish_manifest(path: str, data: dict[str, Any], end: float) -> None:
     write_manifest(path, data)
 
 
+@functools.cache
+def _manifest_writes() -> Any:
+    """One lock for the process's manifest writes (made at the first: this module's pure parts are
+    read without gevent)."""
+    import gevent.lock
+
+    return gevent.lock.Semaphore()
+
+
 def write_manifest(path: str, data: dict[str, Any]) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, default=str)
-        f.write("\n")
-    os.replace(tmp, path)
+    """The manifest as it is now, whole; the writes of one process land in the order they were asked
+    (each runs off the loop, and the file's fsync can take seconds on a busy disk)."""
+    from llmload.net.turns import off_the_loop
+
+    off_the_loop(files.replace_atomically, path, json.dumps(data, indent=2, default=str) + "\n",
+                 hold=_manifest_writes())
 
 
 class RunManifest:
@@ -185,11 +195,13 @@ class RunManifest:
         self.data["model"] = self.data.get("model") or first_model_id(models)
         write_manifest(self.path, self.data)
 
-    def finish(self, end: float) -> None:
+    def finish(self, end: float, client: dict[str, Any] | None = None) -> None:
         self._fetch.join(timeout=MODELS_TIMEOUT_S + 1.0)
         self._fetch.kill(block=False)
         if self.shape is not None and self.data.get("shape"):  # what the shape did (the search's steps)
             self.data["shape"] = {"class": type(self.shape).__name__, **_describe(self.shape)}
+        if client is not None:  # the client's verdict and its details (health.run_verdict.client_details)
+            self.data["client"] = client
         finish_manifest(self.path, self.data, end)
 
 
@@ -209,6 +221,7 @@ def start_manifest(environment: Any, config: Any, run_id: str, prefix: str, work
     import locust
 
     from llmload import __version__
+    from llmload.plugin.options.seeds import workload_seed
     from llmload.shapes.warmup_shape import WarmupShape
 
     opts = environment.parsed_options
@@ -220,7 +233,7 @@ def start_manifest(environment: Any, config: Any, run_id: str, prefix: str, work
     data = build_manifest(
         run_id, time.time(), argv=sys.argv, host=host, model=getattr(opts, "model", None) or None,
         models=None, scenario_files=[s.path for s in config.scenarios], seed=int(getattr(opts, "seed", 0) or 0),
-        scenario_seeds={s.path: s.seed for s in config.scenarios}, workers=workers,
+        scenario_seeds={s.path: workload_seed(opts, s) for s in config.scenarios}, workers=workers,
         stop_timeout=environment.stop_timeout, shape=shape_info, locust_version=locust.__version__,
         llmload_version=__version__,
         intended_hit_rates={w.name: w.intended_hit_rate for s in config.scenarios for w in s.workloads
@@ -229,7 +242,9 @@ def start_manifest(environment: Any, config: Any, run_id: str, prefix: str, work
     if warmup is not None:
         data["warmup"] = warmup.describe()
     path = prefix + MANIFEST_SUFFIX
-    write_manifest(path, data)
+    # at once, in the loop, but without the fsync (seconds on a busy disk, before the first request):
+    # a file that cannot be written is said here; the models' rewrite and the end's are flushed
+    files.replace_atomically(path, json.dumps(data, indent=2, default=str) + "\n", sync=False)
     return RunManifest(path, data, host, config.client, shape)
 
 
@@ -267,7 +282,7 @@ class RunIdentity:
             listener(rows)
         return rows
 
-    def finish(self, end: float) -> None:
+    def finish(self, end: float, client: dict[str, Any] | None = None) -> None:
         if self.manifest is not None:
-            self.manifest.finish(end)
+            self.manifest.finish(end, client)
             self.manifest = None

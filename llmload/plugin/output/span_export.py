@@ -34,6 +34,8 @@ from llmload.metrics import catalog
 from llmload.metrics.record import OK, RequestRecord
 from llmload.plugin.options.flags import option
 from llmload.plugin.options.option_checks import ConfigError
+from llmload.wire.endpoints import ENDPOINTS, STREAM, UPLOAD, known
+from llmload.wire.endpoints import endpoint as endpoint_of
 from llmload.wire.protocol import ENV_PREFIX
 from llmload.wire.redact import is_secret_name
 
@@ -48,11 +50,8 @@ QUEUE_SPANS = 16384  # spans waiting for export before the SDK drops one (a burs
 SCHEDULE_S = 1.0
 FLUSH_S = 10.0
 EXPORT_TIMEOUT_S = 5.0  # one export, its retries included; a collector that fails is then left alone (span_sdk)
-# gen_ai.operation.name per endpoint (the convention's values; rerank and score have none: their own name)
-OPERATIONS = {"chat": "chat", "responses": "chat", "messages": "chat", "completions": "text_completion",
-              "embeddings": "embeddings"}
+# gen_ai.operation.name and gen_ai.provider.name: each endpoint's, in llmload.wire.endpoints
 _STEP_ENDPOINTS = {"embed": "embeddings", "rerank": "rerank"}  # a pipeline's whole-body steps, by row step_kind
-PROVIDERS = {"messages": "anthropic"}  # gen_ai.provider.name: the API's owner ("openai" for the rest)
 
 
 def otlp_headers(texts: Iterable[str]) -> dict[str, str]:
@@ -107,13 +106,15 @@ def span_attributes(rec: RequestRecord, endpoint: str, model: str, host: str, ru
     """The span's attributes (GenAI conventions, then ``llmload.*``); None values left out."""
     m = rec.meta
     server = urlsplit(host) if host else None
+    ep = endpoint_of(endpoint) if known(endpoint) else None
+    # a stream, or an upload whose answer streamed (it has a TTFT)
+    streamed = ep is not None and (ep.answer == STREAM or (ep.answer == UPLOAD and rec.ttft_ms is not None))
     attrs: dict[str, Any] = {
-        "gen_ai.operation.name": OPERATIONS.get(endpoint, endpoint),
-        "gen_ai.provider.name": PROVIDERS.get(endpoint, "openai"),
+        "gen_ai.operation.name": ep.operation if ep is not None else endpoint,
+        "gen_ai.provider.name": ep.provider if ep is not None else "openai",
         "gen_ai.request.model": m.model or model or None,
         "gen_ai.request.max_tokens": m.max_tokens,
-        "gen_ai.request.stream": endpoint in ("chat", "completions", "responses", "messages")
-        or (endpoint == "audio" and rec.ttft_ms is not None),  # a transcription streams when asked
+        "gen_ai.request.stream": streamed,
         "gen_ai.usage.input_tokens": rec.prompt_tokens,
         "gen_ai.usage.output_tokens": rec.completion_tokens,
         "gen_ai.usage.cache_read.input_tokens": rec.cached_tokens,
@@ -133,6 +134,14 @@ def span_attributes(rec: RequestRecord, endpoint: str, model: str, host: str, ru
     for metric in catalog.ROW_METRICS:  # every per-request metric, named as its CSV column (ttft_ms, ...)
         attrs["llmload." + metric.row_column] = getattr(rec, metric.row_column, None)
     return {k: v for k, v in attrs.items() if v is not None}
+
+
+def told_by(meta: Any) -> str:
+    """The endpoint a record's own fields tell (the first whose row fields it fills), else chat."""
+    for e in ENDPOINTS:
+        if e.row_fields and all(getattr(meta, f, None) is not None for f in e.row_fields):
+            return e.name
+    return "chat"
 
 
 class SpanExport:
@@ -195,8 +204,7 @@ class SpanExport:
         m = rec.meta
         described = self.described.get((m.scenario, m.step_kind)) or self.described.get((m.scenario, ""))
         if described is None:  # a user class that does not describe its scenario: what the record tells
-            described = (_STEP_ENDPOINTS.get(m.step_kind) or ("embeddings" if m.inputs is not None else
-                         "audio" if m.audio_seconds is not None else "chat"), "", "")
+            described = (_STEP_ENDPOINTS.get(m.step_kind) or told_by(m), "", "")
         endpoint, model, host = described
         attrs = span_attributes(rec, endpoint, model, host, self.run.run_id)
         start_ns = int(m.start_time * 1e9)

@@ -18,8 +18,6 @@ Usage::
 from __future__ import annotations
 
 import logging
-import os
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -38,38 +36,16 @@ from llmload.plugin.options.option_checks import (
 from llmload.plugin.output.span_export import check_span_options
 from llmload.plugin.run.isolation_setup import IsolationSetup, check_isolation
 from llmload.plugin.run.server_hooks import hook_settings
+from llmload.plugin.run.user_setup import UserSetup, user_setup
 from llmload.shapes.schedules import STOP_ACTIONS, parse_rates, parse_steps
 from llmload.shapes.search import MODES
 from llmload.shapes.warmup import WarmupPlan, parse_warmup
-from llmload.transport import TRANSPORTS, ClientOptions
-from llmload.wire.protocol import AUDIO_ENDPOINTS, BODY_ENDPOINTS, ENDPOINTS
-from llmload.workload.distributions import Distribution, SpecError, parse_distribution
-from llmload.workload.file.scenario import ScenarioSpec, is_scenario_file, load_scenario_cached, resolve_scenario_path
-from llmload.workload.synthetic import LengthRange
+from llmload.transport import ClientOptions
+from llmload.workload.file.scenario import ScenarioSpec
 from llmload.workload.trace.read import TraceError
 from llmload.workload.trace.replay import selected_trace
 
 log = logging.getLogger("llmload")
-
-
-@dataclass(frozen=True)
-class UserSetup:
-    """How the users of one class run, as the command line and the class say together."""
-
-    scenario_name: str  # rows' scenario for a synthetic workload; the file's path otherwise
-    scenario: ScenarioSpec | None  # the scenario file, when there is one
-    workload: str | None  # the class's chosen workload of a multi-workload file
-    endpoint: str | None  # --endpoint, else None (the workload's or the class's own)
-    class_endpoint: str
-    transport: str
-    input_lengths: LengthRange | None  # synthetic workloads
-    output_lengths: LengthRange | None
-    input_override: Distribution | None  # --input-tokens for scenario workloads
-    output_override: Distribution | None
-    ignore_eos: bool
-
-    def endpoint_for(self, workload_endpoint: str | None) -> str:
-        return self.endpoint or workload_endpoint or self.class_endpoint
 
 
 class HitRatios(dict):
@@ -91,6 +67,7 @@ class RunConfig:
     faults: FaultSettings = FaultSettings()
     warmup: WarmupPlan | None = None  # --warmup-seconds with --warmup-users or --warmup-rate
     isolation: IsolationSetup | None = None  # --isolation: the plan and the user classes of each priority class
+    applied_shape: str | None = None  # the llmload shape the options ask for, the locustfile having none (option_scope)
 
     @property
     def shape(self) -> dict[str, Any]:
@@ -120,7 +97,7 @@ class RunConfig:
         """The class's setup (built on first use for a class not seen at init, e.g. picked in the UI)."""
         setup = self.setups.get(user_class)
         if setup is None:
-            setup = self.setups[user_class] = _user_setup(self.environment, user_class)
+            setup = self.setups[user_class] = user_setup(self.environment, user_class)
             self._add_scenario(setup.scenario)
         return setup
 
@@ -148,101 +125,6 @@ def _read_traces(spec: ScenarioSpec) -> None:
 
 
 _traces_seen: set = set()
-
-
-def class_anchor(user_class: type) -> str:
-    """The file a user class was defined in (its locustfile), to find relative scenario paths."""
-    module = sys.modules.get(user_class.__module__)
-    return os.path.abspath(getattr(module, "__file__", "") or ".")
-
-
-def _length(text: Any, what: str) -> LengthRange:
-    try:
-        return LengthRange.parse(text, what)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-
-
-def _override(environment: Any, key: str) -> Distribution | None:
-    text = option(environment, key)
-    if not text:
-        return None
-    flag = "--" + key.replace("_", "-")
-    try:
-        return parse_distribution(text, flag, minimum=1 if key == "output_tokens" else 0)
-    except SpecError as e:
-        raise ConfigError(str(e)) from None
-
-
-def _user_setup(environment: Any, user_class: type) -> UserSetup:
-    cls_name = user_class.__name__
-    source = option(environment, "scenario") or getattr(user_class, "scenario", "chat")
-    scenario = None
-    workload = getattr(user_class, "workload", None)
-    if is_scenario_file(source):
-        path = resolve_scenario_path(str(source), class_anchor(user_class), *locustfiles(environment))
-        try:
-            scenario = load_scenario_cached(path)
-        except ValueError as e:  # ScenarioError
-            raise ConfigError(str(e)) from None
-        if workload is not None:
-            try:
-                scenario.workload(workload)
-            except ValueError as e:
-                raise ConfigError(f"{cls_name}.workload: {e}") from None
-    class_endpoint = getattr(user_class, "endpoint", "chat")
-    if class_endpoint not in {**ENDPOINTS, **BODY_ENDPOINTS, **AUDIO_ENDPOINTS}:
-        raise ConfigError(f"{cls_name}.endpoint {class_endpoint!r}: expected one of {', '.join(ENDPOINTS)} (or "
-                          f"{', '.join(BODY_ENDPOINTS)} for LLMEmbeddingsUser and LLMRerankUser, audio for "
-                          "LLMAudioUser)")
-    endpoint = option(environment, "endpoint")
-    if endpoint in AUDIO_ENDPOINTS:  # transcription is a user class of its own: --endpoint audio only names it
-        if class_endpoint not in AUDIO_ENDPOINTS:
-            raise ConfigError(f"--endpoint audio: {cls_name} sends {class_endpoint}; transcription runs in "
-                              "LLMAudioUser (locust -f locustfiles/audio.py)")
-        endpoint = None
-    if endpoint is not None and endpoint not in ENDPOINTS:
-        raise ConfigError(f"--endpoint {endpoint!r}: expected one of {', '.join(ENDPOINTS)}")
-    transport = option(environment, "transport") or getattr(user_class, "transport_name", None) or "fast"
-    if transport not in TRANSPORTS:
-        where = "--transport" if option(environment, "transport") else f"{cls_name}.transport_name"
-        raise ConfigError(f"{where} {transport!r}: expected one of {', '.join(TRANSPORTS)}")
-    if transport == "openai" and (class_endpoint in BODY_ENDPOINTS or class_endpoint in AUDIO_ENDPOINTS):
-        raise ConfigError(f"--transport openai: {cls_name} ({class_endpoint}) runs on the fast transport only; drop "
-                          "--transport openai")
-    if transport == "openai":
-        used = {endpoint} if endpoint else ({w.endpoint for w in scenario.workloads} if scenario else {class_endpoint})
-        if "messages" in used:
-            raise ConfigError("--transport openai cannot send the Anthropic Messages API (endpoint messages): the "
-                              "openai SDK has no /v1/messages; use --transport fast")
-        whole = [w for w in scenario.workloads if w.endpoint in BODY_ENDPOINTS or w.pipeline] if scenario else []
-        if whole:
-            kind = "a pipeline" if whole[0].pipeline else f"endpoint {whole[0].endpoint}"
-            raise ConfigError(f"--transport openai: workload {whole[0].name} ({kind}) sends whole-body requests on "
-                              "the fast transport only; drop --transport openai")
-    inp = option(environment, "input_tokens")
-    out = option(environment, "output_tokens")
-    synthetic = scenario is None
-    return UserSetup(
-        scenario_name=str(source),
-        scenario=scenario,
-        workload=workload,
-        endpoint=endpoint,
-        class_endpoint=class_endpoint,
-        transport=transport,
-        input_lengths=_length(inp or getattr(user_class, "input_tokens", 256),
-                              "--input-tokens" if inp else f"{cls_name}.input_tokens") if synthetic else None,
-        output_lengths=_length(out or getattr(user_class, "output_tokens", 128),
-                               "--output-tokens" if out else f"{cls_name}.output_tokens") if synthetic else None,
-        input_override=None if synthetic else _override(environment, "input_tokens"),
-        output_override=None if synthetic else _override(environment, "output_tokens"),
-        ignore_eos=bool(option(environment, "ignore_eos")) or bool(getattr(user_class, "ignore_eos", False)),
-    )
-
-
-def locustfiles(environment: Any) -> list[str]:
-    text = option(environment, "locustfile") or ""
-    return [p.strip() for p in str(text).split(",") if p.strip()]
 
 
 def has_host(environment: Any, user_classes: list[type]) -> bool:

@@ -44,9 +44,9 @@ from llmload.server_metrics.engine_admin import (
     start_profile,
     stop_profile,
 )
+from llmload.server_metrics.fetch import ScrapeError, fetch
 from llmload.server_metrics.known import detect_engine
 from llmload.server_metrics.parse import ExpositionError, parse_exposition
-from llmload.server_metrics.scrape import ScrapeError, fetch
 from llmload.shapes.load_shapes import RampLoadShape
 from llmload.shapes.warmup_shape import WarmupShape
 

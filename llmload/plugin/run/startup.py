@@ -32,7 +32,9 @@ from llmload.net.limits import check_fd_budget, raise_fd_limit
 from llmload.plugin.options.flags import form_dests
 from llmload.plugin.options.shipped_options import own_host
 from llmload.plugin.options.web_form import FormGuard
-from llmload.plugin.run.config import ConfigError, RunConfig, UserSetup, build_config
+from llmload.plugin.run.config import ConfigError, RunConfig, build_config
+from llmload.plugin.run.option_scope import ASKS, HAS_IT, NAMED, check_option_scope, flag
+from llmload.plugin.run.user_setup import UserSetup
 from llmload.plugin.run.worker_guard import WorkerGuard, launch_options, worker_roots
 from llmload.transport.connection import ClientOptions
 from llmload.transport.credentials import CredentialBinding
@@ -69,6 +71,13 @@ def checked_config(environment: Any, leads: bool, at_init: bool,
             raise ConfigError(f"the locustfile has several load shapes ({', '.join(shapes)}): start Locust with "
                               "--class-picker to choose one in the web UI, or keep one shape in the locustfile")
     config = build_config(environment, require_host=leads and (unattended or not at_init))
+    if leads:  # shapes run here: an option no shape or user class reads is refused, or names the shape to run
+        config.applied_shape = check_option_scope(environment, config)
+        if config.applied_shape is not None and not at_init:
+            asked = next(d for d, k in ASKS.items() if k == config.applied_shape)
+            raise ConfigError(f"{flag(asked)}: the locustfile has no load shape, and one cannot be added to a test "
+                              f"started from the web UI; start Locust with {flag(asked)} (llmload then runs its "
+                              f"{NAMED[config.applied_shape]}), or run {HAS_IT[config.applied_shape]}")
     host = server_address(environment)
     if binding is not None and host:
         client, warning = binding.client_for(host, config.client)
@@ -148,6 +157,7 @@ class ConfigGate:
             text = ""
         if text and not text.isdigit():
             raise ConfigError(f"--seed {text!r}: expected a whole number >= 0")
+        opts.seed_given = bool(text)  # a scenario file's seed: yields to a given one only (plugin.options.seeds)
         if not text:
             text = self._drawn = str(secrets.randbelow(2**31))
         opts.seed = text

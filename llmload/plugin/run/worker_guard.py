@@ -3,8 +3,9 @@
 A worker takes every custom option from its master's spawn message (Locust writes them over its
 own), and anyone who can start a master the worker connects to writes that message. Locust's own
 file options (``--csv``, ``--html``, ``--logfile``, ...) never travel, and a worker keeps its rows
-under its own prefix (:func:`llmload.files.worker_own_prefix`); what is left is llmload's options
-that open a file:
+under its own prefix, beside the master's files only when it sees that very directory, else under
+the master's relative path in its own working directory (:func:`llmload.files.worker_copy_prefix`);
+what is left is llmload's options that open a file:
 
 * ``--calibration`` and ``--ca-bundle`` are this worker's own, always: a different value from the
   master is ignored with one warning (a calibration is per host anyway);
@@ -32,7 +33,7 @@ from locust.argument_parser import get_parser
 from locust.runners import WorkerRunner
 
 from llmload.plugin.options.web_form import is_scenario_path
-from llmload.plugin.run.config import class_anchor, locustfiles
+from llmload.plugin.run.user_setup import class_anchor, locustfiles
 from llmload.workload.file.scenario import resolve_scenario_path
 
 OWN_FILES = ("calibration", "ca_bundle")

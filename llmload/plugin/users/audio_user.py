@@ -27,7 +27,7 @@ from llmload.metrics import record as R
 from llmload.plugin.users.llm_user import LLMUser
 from llmload.transport.fast import FastTransport
 from llmload.wire.audio import RESPONSE_FORMATS, check_transcription, transcription_fields
-from llmload.wire.protocol import AUDIO_ENDPOINTS
+from llmload.wire.endpoints import endpoint
 from llmload.workload.distributions import SpecError, parse_distribution
 from llmload.workload.endpoints.audio import (
     AudioClip,
@@ -109,7 +109,7 @@ class LLMAudioUser(LLMUser):
     def on_start(self) -> None:
         plugin = self.plugin
         cls = type(self)
-        run_seed = int(plugin.option("seed", 0) or 0)
+        run_seed = self.run_seed()
         source, make = cls.clip_source(run_seed)  # checked at init (check_settings): no error here
         client = plugin.client_for(self.host, plugin.config.client)
         model = plugin.option("model") or self.model or plugin.resolve_model(self.host, client)
@@ -119,7 +119,7 @@ class LLMAudioUser(LLMUser):
         setup = plugin.setup_for(cls)
         self.scenario_name = setup.scenario_name if setup.scenario_name != "chat" else "audio"
         self.audio = AudioWorkload(self.scenario_name, clips, fields, self.seed(), bodies, boundary)
-        self.transport = FastTransport(self.host, AUDIO_ENDPOINTS["audio"], client,
+        self.transport = FastTransport(self.host, endpoint(self.endpoint).path, client,
                                        accept="text/event-stream" if self.stream else "application/json",
                                        content_type=self.audio.content_type)
         self._loop = self.transcribe_once

@@ -18,30 +18,12 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
 from llmload.metrics.record import CONNECT_ERROR, RATE_LIMITED
+from llmload.plugin.options.option_checks import BackoffPolicy
 
 BACKOFF_HTTP = (429, 503)
-MODES = ("on", "off")
-
-
-@dataclass(frozen=True)
-class BackoffPolicy:
-    """``--backoff on|off``, ``--backoff-base-s``, ``--backoff-max-s``."""
-
-    base_s: float = 0.5
-    max_s: float = 60.0
-    enabled: bool = True
-
-    def __post_init__(self) -> None:
-        for name in ("base_s", "max_s"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
-                raise ValueError(f"--backoff-{name.replace('_', '-')} {v!r}: expected seconds > 0")
-        if self.base_s > self.max_s:
-            raise ValueError(f"--backoff-base-s {self.base_s:g} is above --backoff-max-s {self.max_s:g}")
 
 
 def wants_backoff(status: str, http_status: int | None) -> bool:

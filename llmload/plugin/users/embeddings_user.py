@@ -17,9 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from llmload.plugin.users.llm_user import LLMUser
-from llmload.plugin.users.whole_body import EmbedCalls, body_transport, embeddings_workload
+from llmload.plugin.users.whole_body import BodyCalls, body_context, body_transport
 from llmload.wire.embeddings import ENCODING_FORMATS
 from llmload.workload.distributions import SpecError, parse_distribution
+from llmload.workload.endpoints.embeddings import shared_workload
 
 
 class LLMEmbeddingsUser(LLMUser):
@@ -60,9 +61,9 @@ class LLMEmbeddingsUser(LLMUser):
         self.scenario_name = setup.scenario_name if setup.scenario_name != "chat" else "embeddings"
         if plugin.spans is not None:  # --otlp-endpoint: what its spans name
             plugin.spans.describe(self.scenario_name, "embeddings", model, self.host)
-        self.embeddings = embeddings_workload(self, self.scenario_name, model, batch, lengths, self.encoding_format,
-                                              self.dimensions)
-        self._loop = EmbedCalls(self, self.embeddings, self.transport)  # LLMUser's task runs it
+        self.embeddings = shared_workload(self.scenario_name, model, batch, lengths, self.encoding_format,
+                                          self.dimensions, body_context(self))
+        self._loop = BodyCalls(self, "embeddings", self.embeddings, self.transport)  # LLMUser's task runs it
         try:
             self.transport.connect()
         except OSError:

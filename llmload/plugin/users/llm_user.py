@@ -17,13 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 import os
 import random
-import re
-import sys
 import time
-from fractions import Fraction
 from typing import Any
 
 import gevent
@@ -32,27 +28,28 @@ from locust import User, constant, task
 
 from llmload.metrics.record import RequestMeta, RequestRecord
 from llmload.net.turns import yield_if_turn_is_long
-from llmload.plugin.run.config import UserSetup
+from llmload.plugin.options.seeds import workload_seed
+from llmload.plugin.run.user_setup import UserSetup
 from llmload.plugin.users.agent_loop import run_agent_task
 from llmload.plugin.users.backoff import Backoff
 from llmload.plugin.users.graph_loop import ConnectionPool, run_graph_session
 from llmload.plugin.users.pipeline_loop import run_pipeline_task, start_pipeline
+from llmload.plugin.users.request_source import pick_workload, scenario_workload
 from llmload.plugin.users.trace_replay import replay_one
 from llmload.plugin.users.whole_body import start_body_workload
 from llmload.plugin.wiring import get_plugin
 from llmload.transport import Transport, make_transport
 from llmload.transport.connection import ClientOptions, for_messages_api
-from llmload.wire.protocol import BODY_ENDPOINTS, ENDPOINTS
+from llmload.wire.endpoints import BODY
+from llmload.wire.endpoints import endpoint as endpoint_of
+from llmload.workload.affinity import affinity_headers
 from llmload.workload.arrival import ArrivalGate
-from llmload.workload.file.scenario import ScenarioSpec, WorkloadSpec, load_scenario_cached, resolve_scenario_path
-from llmload.workload.images import ImageSet
+from llmload.workload.file.scenario import WorkloadSpec
 from llmload.workload.model_mix import ModelPicker
 from llmload.workload.request import LLMRequest, Workload
-from llmload.workload.scenario_workload import ScenarioWorkload, stable_seed
+from llmload.workload.scenario_workload import stable_seed
 from llmload.workload.synthetic import SyntheticChat
-from llmload.workload.tasks.agent import AgentWorkload
-from llmload.workload.tasks.graph_session import GraphSession
-from llmload.workload.trace.replay import TraceWorkload, selected_trace
+from llmload.workload.trace.replay import selected_trace
 
 _user_numbers = itertools.count()
 
@@ -111,6 +108,7 @@ class LLMUser(User):
         self.connections: ConnectionPool | None = None  # call graphs: more connections for calls that overlap
         self._backoff: Backoff | None = None
         self._trace_context = False
+        self._affinity_headers = False  # --affinity-headers: the session or prefix a router can pin by
         self._models: ModelPicker | None = None  # models: the draw of each request's model
         self.priority_class = ""  # the workload's priority: class, written into every row (its value is in the body)
         self.extra_transports: list[Any] = []  # a RAG pipeline's embed and rerank connections
@@ -120,7 +118,7 @@ class LLMUser(User):
         setup = self.plugin.setup_for(type(self))  # checked at init; a broken run stops users quietly
         plugin = self.plugin
         scenario_spec = setup.scenario
-        spec = self._pick_workload(scenario_spec) if scenario_spec is not None else None
+        spec = pick_workload(scenario_spec, self.workload, self.seed()) if scenario_spec is not None else None
         endpoint = self.endpoint_name = setup.endpoint_for(spec.endpoint if spec else None)
         client = plugin.config.client
         if spec is not None and spec.headers:
@@ -129,12 +127,13 @@ class LLMUser(User):
         client = plugin.client_for(self.host, client)  # the key only to the host it is bound to
         self._backoff = Backoff(plugin.config.faults.backoff, random.Random(self.seed() ^ 0x0BAC0FF))
         self._trace_context = bool(plugin.option("trace_context"))
-        if spec is not None and (spec.endpoint in BODY_ENDPOINTS or spec.pipeline is not None):
+        self._affinity_headers = bool(plugin.option("affinity_headers"))
+        if spec is not None and (endpoint_of(spec.endpoint).answer == BODY or spec.pipeline is not None):
             self._start_whole_body(spec, client, setup)
             return
-        if endpoint == "messages":  # Anthropic's x-api-key and anthropic-version (the /v1/models probe too)
-            client = for_messages_api(client, key_header_given=bool(plugin.option("api_key_header")))
-        self.transport = make_transport(setup.transport, self.host, ENDPOINTS[endpoint], client)
+        client = self._auth(client, endpoint)
+        path = endpoint_of(endpoint).path
+        self.transport = make_transport(setup.transport, self.host, path, client)
         mix = spec.models if spec is not None else None  # models: wins over --model (the mix is the workload)
         model = (mix.names[0] if mix else None) or plugin.option("model") \
             or (spec.model if spec and spec.model else None) or self.model or plugin.resolve_model(self.host, client)
@@ -142,31 +141,31 @@ class LLMUser(User):
         if plugin.spans is not None:  # --otlp-endpoint: what this scenario's spans name (the record does not)
             plugin.spans.describe(spec.name if spec is not None else self.scenario_name, endpoint, model, self.host)
         if spec is None:
-            self.source = self.make_workload(model=model, chat=endpoint != "completions")
+            self.source = self.make_workload(model=model, chat=endpoint_of(endpoint).takes == "messages")
         else:
             self.scenario_name = spec.name
             self.priority_class = spec.priority.name if spec.priority is not None else ""
-            self.source = self._scenario_workload(scenario_spec, spec, model, endpoint, setup)
+            self.source = scenario_workload(self, scenario_spec, spec, model, endpoint, setup)
             if spec.trace is not None:
                 trace = selected_trace(spec.trace)
                 schedule = plugin.replay.schedule_for(spec.name, trace)
                 if trace.sessions:  # an agentic trace: a session's calls overlap on connections of their own
                     self.connections = ConnectionPool(self.transport, lambda: make_transport(
-                        setup.transport, self.host, ENDPOINTS[endpoint], client))
+                        setup.transport, self.host, path, client))
                 self._loop = lambda: replay_one(self, schedule, self.source, trace.rate, self.connections)
             elif spec.agent is not None:
                 self._loop = lambda: run_agent_task(self, self.source)
             elif spec.graph is not None:
                 self.connections = ConnectionPool(self.transport, lambda: make_transport(
-                    setup.transport, self.host, ENDPOINTS[endpoint], client))
+                    setup.transport, self.host, path, client))
                 self._loop = lambda: run_graph_session(self, self.source, self.connections)
             shared = plugin.shared
             if spec.max_concurrent:
                 self._cap = shared.semaphore(("concurrent", spec.name), spec.max_concurrent)
             if spec.arrival.mode == "open":
                 self._arrival_rate = spec.arrival.rate
-                self._gate = shared.gate(spec.name, spec.arrival, stable_seed(scenario_spec.seed, spec.name,
-                                                                            plugin.worker_index))
+                self._gate = shared.gate(spec.name, spec.arrival, stable_seed(scenario_spec.seed or 0, self.run_seed(),
+                                                                            spec.name, plugin.worker_index))
                 if spec.arrival.max_in_flight:
                     self._cap = shared.semaphore(("in_flight", spec.name), spec.arrival.max_in_flight)
         try:
@@ -188,9 +187,9 @@ class LLMUser(User):
         if spec.pipeline is None:
             start_body_workload(self, spec, client, model)
         else:
-            chat_client = for_messages_api(client, key_header_given=bool(plugin.option("api_key_header"))) \
-                if self.endpoint_name == "messages" else client
-            self.transport = make_transport(setup.transport, self.host, ENDPOINTS[self.endpoint_name], chat_client)
+            chat_client = self._auth(client, self.endpoint_name)
+            self.transport = make_transport(setup.transport, self.host, endpoint_of(self.endpoint_name).path,
+                                            chat_client)
             calls = start_pipeline(self, spec, client, model)
             self.extra_transports = calls.transports()
             self._loop = lambda: run_pipeline_task(self, calls)
@@ -199,6 +198,13 @@ class LLMUser(User):
                 transport.connect()  # in on_start: no TCP connect inside the first request
             except OSError:
                 pass  # recorded as connect_error by the first request
+
+    def _auth(self, client: ClientOptions, endpoint: str) -> ClientOptions:
+        """The client options for ``endpoint``'s way of sending the key: Anthropic's x-api-key and
+        anthropic-version for the Messages API (the /v1/models probe too)."""
+        if endpoint_of(endpoint).auth == "anthropic":
+            return for_messages_api(client, key_header_given=bool(self.plugin.option("api_key_header")))
+        return client
 
     def on_stop(self) -> None:
         for transport in self.extra_transports:
@@ -220,50 +226,17 @@ class LLMUser(User):
             seed=self.seed(),
             ignore_eos=setup.ignore_eos,
             chat=chat,
-            text=self.plugin.shared.text_source(int(self.plugin.option("seed", 0)) + self.plugin.worker_index, None),
+            text=self.plugin.shared.text_source(self.run_seed() + self.plugin.worker_index, None),
         )
 
-    def _pick_workload(self, scenario: ScenarioSpec) -> WorkloadSpec:
-        name = self.workload
-        if name:
-            return scenario.workload(name)
-        if len(scenario.workloads) == 1:
-            return scenario.workloads[0]
-        rng = random.Random(self.seed())
-        return rng.choices(scenario.workloads, weights=[w.weight for w in scenario.workloads])[0]
-
-    def _scenario_workload(self, scenario: ScenarioSpec, spec: WorkloadSpec, model: str, endpoint: str,
-                           setup: UserSetup) -> Workload:
-        p = self.plugin
-        shared = p.shared
-        # the run's seed (--seed, else fresh per run) mixed into the file's: the same prompts in every
-        # process of one run, new ones in the next run, so a server's prefix cache cannot answer it
-        scenario = dataclasses.replace(scenario, seed=stable_seed(scenario.seed, int(p.option("seed", 0))))
-        text = shared.text_source(scenario.seed + p.worker_index, scenario.tokenizer)
-        ignore_eos = True if p.option("ignore_eos") else None
-        im = spec.images
-        images = None if im is None else ImageSet(im.count, im.width, im.height, im.format, im.distinct,
-                                                  stable_seed(scenario.seed, spec.name, "images"))
-        if spec.trace is not None:
-            return TraceWorkload(spec, scenario.seed, self.seed(), model, text, images=images, ignore_eos=ignore_eos,
-                                 chat=endpoint == "chat")
-        if spec.graph is not None:  # the shared context from one text in every process: a prefix across workers
-            return GraphSession(spec, self.seed(), model, text, output_tokens=setup.output_override,
-                                ignore_eos=ignore_eos,
-                                shared_text=shared.text_source(scenario.seed, scenario.tokenizer))
-        if spec.agent is not None:
-            return AgentWorkload(spec, self.seed(), model, text, images=images, input_tokens=setup.input_override,
-                                 output_tokens=setup.output_override, ignore_eos=ignore_eos)
-        return ScenarioWorkload(
-            spec, scenario_seed=scenario.seed, user_seed=self.seed(), model=model, text=text,
-            prefixes=shared.prefix_pool(scenario, spec),
-            conversations=shared.conversations(spec) if spec.dataset is not None else None,
-            input_tokens=setup.input_override, output_tokens=setup.output_override,
-            ignore_eos=ignore_eos, endpoint=endpoint, images=images)
+    def run_seed(self) -> int:
+        """The seed this class draws its requests from (:func:`llmload.plugin.options.seeds.workload_seed`):
+        ``--seed``, else its scenario file's ``seed:``, else the run's fresh one."""
+        return workload_seed(self.environment.parsed_options, self.plugin.setup_for(type(self)).scenario)
 
     def seed(self) -> int:
         """Reproducible and different per worker and per user: (seed, worker index, user number)."""
-        return (int(self.plugin.option("seed", 0)) * 1_000_003 + self.plugin.worker_index) * 100_003 + self.user_number
+        return (self.run_seed() * 1_000_003 + self.plugin.worker_index) * 100_003 + self.user_number
 
     # -- the task --------------------------------------------------------------------------------
     @task
@@ -315,6 +288,7 @@ class LLMUser(User):
             turn=request.turn,
             scheduled_time=scheduled_time,
             requested_input_tokens=request.input_tokens,
+            resent_input_tokens=request.resent_tokens,
             arrival_rate=arrival_rate,
             step_kind=request.step_kind,
             requested_image_tokens=request.image_tokens,
@@ -324,6 +298,8 @@ class LLMUser(User):
             priority=self.priority_class,
         )
         headers = request.headers
+        if self._affinity_headers:
+            headers = affinity_headers(request.session_id, request.prefix_id, headers)
         if self._trace_context:  # a new trace per request: 16 + 8 random bytes, far below a token's cost
             meta.trace_id, meta.span_id = os.urandom(16).hex(), os.urandom(8).hex()
             headers = {**(headers or {}), "traceparent": f"00-{meta.trace_id}-{meta.span_id}-01"}
@@ -358,31 +334,3 @@ class LLMCompletionsUser(LLMUser):
     endpoint = "completions"
 
 
-def integer_weights(weights: list[float]) -> list[int]:
-    """Locust wants whole weights: the smallest whole numbers in the same ratio (to 1/100)."""
-    fractions = [Fraction(w).limit_denominator(100) for w in weights]
-    scale = math.lcm(*(f.denominator for f in fractions))
-    ints = [int(f * scale) for f in fractions]
-    g = math.gcd(*ints)
-    return [max(1, i // g) for i in ints]
-
-
-def users_from_scenario(path: str, base: type[LLMUser] = LLMUser, **attrs: Any) -> dict[str, type[LLMUser]]:
-    """One Locust user class per workload of a scenario file, weighted as the file says, so each
-    keeps its own rows, SLOs and report section::
-
-        globals().update(users_from_scenario("scenarios/mixed.yaml"))
-    """
-    frame = sys._getframe(1)
-    resolved = resolve_scenario_path(path, frame.f_globals.get("__file__", "."))
-    spec = load_scenario_cached(resolved)
-    weights = integer_weights([w.weight for w in spec.workloads])
-    classes: dict[str, type[LLMUser]] = {}
-    for w, weight in zip(spec.workloads, weights, strict=True):
-        name = "".join(part.capitalize() for part in re.split(r"[^0-9A-Za-z]+", w.name) if part) + "User"
-        classes[name] = type(name, (base,), {
-            "abstract": False, "scenario": resolved, "workload": w.name,
-            "weight": weight, "__module__": frame.f_globals.get("__name__", __name__),
-            **attrs,
-        })
-    return classes

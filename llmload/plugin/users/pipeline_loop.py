@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmload.metrics.agent_tasks import TaskTracker
-from llmload.plugin.users.whole_body import body_meta, body_transport, embeddings_check, rank_check, send_whole_body
+from llmload.plugin.users.whole_body import answer_check, body_meta, body_transport, send_whole_body
 from llmload.transport.connection import ClientOptions
 from llmload.transport.fast import FastTransport
 from llmload.workload.file.spec import WorkloadSpec
@@ -42,7 +42,7 @@ def start_pipeline(user: Any, spec: WorkloadSpec, client: ClientOptions, model: 
     pipe = spec.pipeline
     assert pipe is not None
     plugin = user.plugin
-    text = plugin.shared.text_source(int(plugin.option("seed", 0)) + plugin.worker_index, None)
+    text = plugin.shared.text_source(user.run_seed() + plugin.worker_index, None)
     setup = plugin.setup_for(type(user))
     rag = RagPipeline(spec, user.seed(), model, text, output_tokens=setup.output_override,
                       ignore_eos=True if plugin.option("ignore_eos") else None)
@@ -65,7 +65,7 @@ def run_pipeline_task(user: Any, calls: PipelineCalls) -> None:
         # no model in the row: the column means a models: mix (the step's own model is in its body)
         meta = body_meta(user, name, task.query_tokens, 1, task.task_id, turn, "embed")
         rec = send_whole_body(user, calls.embed, task.embed_body, meta,
-                              embeddings_check(1, b.dimensions, b.encoding_format))
+                              answer_check("embeddings", (1, b.dimensions, b.encoding_format)))
         tracker.add(rec)
         if not rec.ok:
             user.plugin.record_task(tracker.finish("failed"))
@@ -76,7 +76,7 @@ def run_pipeline_task(user: Any, calls: PipelineCalls) -> None:
         tokens = task.query_tokens * n + sum(task.document_tokens)
         meta = body_meta(user, name, tokens, n, task.task_id, turn, "rerank")
         rec = send_whole_body(user, calls.rank, task.rank_body, meta,
-                              rank_check(api, n, b.top_n if api == "rerank" else None, ranked))
+                              answer_check(api, (n, b.top_n) if api == "rerank" else (n,), ranked))
         tracker.add(rec)
         if not rec.ok:
             user.plugin.record_task(tracker.finish("failed"))

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmload.plugin.users.llm_user import LLMUser
-from llmload.plugin.users.whole_body import RankCalls, body_transport
+from llmload.plugin.users.whole_body import BodyCalls, body_transport
 from llmload.wire.rerank import APIS
 from llmload.workload.distributions import SpecError, parse_distribution
 from llmload.workload.endpoints.rerank import RerankWorkload
@@ -63,9 +63,9 @@ class LLMRerankUser(LLMUser):
         self.scenario_name = self.api
         if plugin.spans is not None:  # --otlp-endpoint: what its spans name
             plugin.spans.describe(self.scenario_name, self.api, model, self.host)
-        text = plugin.shared.text_source(int(plugin.option("seed", 0)) + plugin.worker_index, None)
+        text = plugin.shared.text_source(self.run_seed() + plugin.worker_index, None)
         self.ranking = RerankWorkload(self.api, model, self.api, docs, query, lengths, self.seed(), self.top_n, text)
-        self._loop = RankCalls(self, self.ranking, self.transport)  # LLMUser's task runs it
+        self._loop = BodyCalls(self, self.api, self.ranking, self.transport)  # LLMUser's task runs it
         try:
             self.transport.connect()
         except OSError:

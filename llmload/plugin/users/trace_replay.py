@@ -5,8 +5,12 @@ and the end of the run when every process has sent its share.
   (the master, or the local process) takes ``now + LEAD_S`` plus the time Locust takes to spawn
   the users (users ÷ spawn rate, at most ``MAX_SPAWN_WAIT_S``), and sends it
   (``messages.TRACE_T0``; a local process's role loops it back). Locust fires ``test_start`` on
-  the master before it sends the spawn messages, and messages reach a worker in order, so every
-  user knows ``t0`` when it starts.
+  the master before it sends the spawn messages, and messages reach a worker in order; but Locust
+  connects a worker to its master before the ``init`` event that makes llmload's handlers, so a
+  master that starts at once can send ``t0`` to a worker not yet listening (Locust drops it:
+  "Unknown message type"). A worker whose first user finds no ``t0`` asks again
+  (``messages.TRACE_T0_ASK``) and waits for it, ``T0_WAIT_S`` at most, before it starts its share
+  on a clock of its own (with a warning: its requests would then be off the others' by the gap).
 * Each process deals itself its share (:class:`~llmload.workload.trace.replay.TraceSchedule`, from
   the role's ``worker_index`` and ``processes``). When every schedule of a process has handed out
   and recorded its share, it says so (``messages.TRACE_DONE``); when every load-generating
@@ -35,9 +39,10 @@ import time
 from typing import Any
 
 import gevent
+import gevent.event
 
-from llmload.plugin.cluster.messages import PROTOCOL_VERSION, TRACE_DONE, TRACE_T0
-from llmload.plugin.cluster.roles import Role
+from llmload.plugin.cluster.messages import PROTOCOL_VERSION, TRACE_DONE, TRACE_T0, TRACE_T0_ASK
+from llmload.plugin.cluster.role import Role
 from llmload.plugin.users.clock import sleep_until
 from llmload.plugin.users.graph_loop import ConnectionPool, run_trace_session
 from llmload.workload.trace.replay import SelectedTrace, TraceSchedule, TraceWorkload
@@ -47,6 +52,8 @@ log = logging.getLogger("llmload")
 LEAD_S = 1.0
 """From the last user's spawn to trace time 0: time to connect and take the first entries."""
 MAX_SPAWN_WAIT_S = 10.0
+T0_WAIT_S = 5.0
+"""How long a worker's first user waits for the master's t0 after asking for it again."""
 
 
 IDLE_S = 0.5  # a user with nothing left to send waits this long between looks (the run is ending)
@@ -57,6 +64,8 @@ class ReplayLink:
         self.env = environment
         self.role = role
         self.t0: float | None = None
+        self._t0_known = gevent.event.Event()
+        self._asked = False
         self.schedules: dict[str, TraceSchedule] = {}
         self._done: set[str] = set()
         self._reported = False
@@ -64,17 +73,25 @@ class ReplayLink:
         environment.events.test_start.add_listener(self._on_test_start)
         role.handle(TRACE_T0, lambda data, _node_id: self._set_t0(data["t0"]))
         role.handle(TRACE_DONE, self._on_done)
+        # the leader answers a worker that asks again (any worker may: the answer is what all were sent)
+        role.handle(TRACE_T0_ASK, lambda _data, _node_id: self._send_t0())
 
     def _set_t0(self, t0: float) -> None:
         self.t0 = float(t0)
+        self._t0_known.set()
+
+    def _send_t0(self) -> None:
+        if self.role.leads and self.t0 is not None:
+            self.role.send(TRACE_T0, TRACE_T0.payload(t0=self.t0))
 
     def _on_test_start(self, environment: Any, **_kw: Any) -> None:
         self.schedules = {}
         self._done = set()
         self._reported = False
         self._ended = False
-        if self.role.leads:  # elsewhere the leader's t0 arrives before the spawn message
-            self.role.send(TRACE_T0, TRACE_T0.payload(t0=time.time() + self._lead_s()))
+        if self.role.leads:  # elsewhere the leader's t0 arrives before the spawn message (or on asking)
+            self._set_t0(time.time() + self._lead_s())
+            self._send_t0()
 
     def _lead_s(self) -> float:
         env = self.env
@@ -88,9 +105,15 @@ class ReplayLink:
         """This process's schedule of a trace workload (one per workload and test)."""
         s = self.schedules.get(name)
         if s is None:
-            if self.t0 is None:  # a worker that missed the master's clock (or a hand-built run)
+            if self.t0 is None and not self.role.leads:  # the master's t0 came before this worker listened
+                if not self._asked:
+                    self._asked = True
+                    token = getattr(self.role, "token", "")  # a worker's --cluster-token (read once, by its role)
+                    self.role.send(TRACE_T0_ASK, TRACE_T0_ASK.payload(token=token, version=PROTOCOL_VERSION))
+                self._t0_known.wait(T0_WAIT_S)
+            if self.t0 is None:  # no answer (a master of an older llmload), or a hand-built run
                 log.warning("llmload: no trace start time from the master; this process starts its share now")
-                self.t0 = time.time() + LEAD_S
+                self._set_t0(time.time() + LEAD_S)
             role = self.role
             s = self.schedules[name] = TraceSchedule(trace, role.worker_index, role.processes, self.t0,
                                                      on_done=self._check_done)

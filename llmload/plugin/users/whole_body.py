@@ -1,13 +1,14 @@
-"""Whole-body calls in a user's greenlet (embeddings, rerank, score): the transport, the request's
-meta, the answer held to its request, the record. One shape for ``LLMEmbeddingsUser``,
-``LLMRerankUser``, a scenario workload with ``endpoint: embeddings|rerank|score`` and a RAG
-pipeline's embed and rerank calls.
+"""Whole-body calls in a user's greenlet (embeddings, rerank, score, and every other endpoint that
+answers with one body): the transport, the request's meta, the answer held to its request by the
+endpoint's check, the record. One loop for ``LLMEmbeddingsUser``, ``LLMRerankUser``, a scenario
+workload with ``endpoint: NAME`` of a whole-body endpoint, and a RAG pipeline's embed and rerank calls.
 
 Usage::
 
     transport = body_transport(user.host, "embeddings", client)
     meta = body_meta(user, "embed", tokens=512, inputs=8)
-    rec = send_whole_body(user, transport, body, meta, embeddings_check(8, None, "float"))
+    rec = send_whole_body(user, transport, body, meta, answer_check("embeddings", (8, None, "float")))
+    user._loop = BodyCalls(user, "rerank", workload, transport)      # one request per task run
 """
 
 from __future__ import annotations
@@ -17,19 +18,15 @@ from typing import Any
 from llmload.metrics import record as R
 from llmload.transport.connection import ClientOptions
 from llmload.transport.fast import BodyCheck, FastTransport
-from llmload.wire.embeddings import check_embeddings
-from llmload.wire.protocol import BODY_ENDPOINTS
-from llmload.wire.rerank import check_rerank, check_score, ranked_indices
-from llmload.workload.distributions import Distribution
-from llmload.workload.endpoints.embeddings import BatchPool, EmbeddingsWorkload
-from llmload.workload.endpoints.rerank import RerankWorkload
+from llmload.wire.endpoints import endpoint, part
+from llmload.wire.rerank import ranked_indices
+from llmload.workload.endpoints.body import BodyContext, BodyWorkload
 from llmload.workload.file.spec import WorkloadSpec
-from llmload.workload.scenario_workload import stable_seed
 
 
-def body_transport(host: str, api: str, client: ClientOptions) -> FastTransport:
-    """A keep-alive connection for ``api`` (``embeddings``, ``rerank`` or ``score``) that reads whole JSON bodies."""
-    return FastTransport(host, BODY_ENDPOINTS[api], client, accept="application/json")
+def body_transport(host: str, name: str, client: ClientOptions) -> FastTransport:
+    """A keep-alive connection to endpoint ``name`` (``embeddings``, ``rerank``, ...) that reads whole JSON bodies."""
+    return FastTransport(host, endpoint(name).path, client, accept="application/json")
 
 
 def body_meta(user: Any, scenario: str, tokens: int | None, inputs: int | None, session_id: str = "",
@@ -42,23 +39,18 @@ def body_meta(user: Any, scenario: str, tokens: int | None, inputs: int | None, 
                          step_kind=step_kind, priority=getattr(user, "priority_class", ""))
 
 
-def embeddings_check(inputs: int, dimensions: int | None, encoding_format: str) -> BodyCheck:
-    def check(body: bytes, meta: R.RequestMeta, latency_ms: float, code: int) -> R.RequestRecord:
-        result = check_embeddings(body, inputs, dimensions, encoding_format)
-        return R.whole_body_record(meta, latency_ms, code, result.error, result.prompt_tokens)
+def answer_check(name: str, args: tuple[Any, ...], ranked: list[int] | None = None) -> BodyCheck:
+    """The answer held to its request by endpoint ``name``'s check (called with the answer and ``args``).
+    ``ranked``: filled with the documents' indices, best first, when a rank answer passes (a pipeline's chat)."""
+    check = part(endpoint(name).check)
 
-    return check
-
-
-def rank_check(api: str, documents: int, top_n: int | None, ranked: list[int] | None = None) -> BodyCheck:
-    """``ranked``: filled with the documents' indices, best first, when the answer passes (a pipeline's chat)."""
-    def check(body: bytes, meta: R.RequestMeta, latency_ms: float, code: int) -> R.RequestRecord:
-        result = check_rerank(body, documents, top_n) if api == "rerank" else check_score(body, documents)
+    def checked(body: bytes, meta: R.RequestMeta, latency_ms: float, code: int) -> R.RequestRecord:
+        result = check(body, *args)
         if ranked is not None and result.error is None:
-            ranked[:] = ranked_indices(body, api)
+            ranked[:] = ranked_indices(body, name)
         return R.whole_body_record(meta, latency_ms, code, result.error, result.prompt_tokens)
 
-    return check
+    return checked
 
 
 def send_whole_body(user: Any, transport: FastTransport, body: bytes, meta: R.RequestMeta,
@@ -69,59 +61,30 @@ def send_whole_body(user: Any, transport: FastTransport, body: bytes, meta: R.Re
     return rec
 
 
-def embeddings_workload(user: Any, scenario: str, model: str, batch: Distribution, lengths: Distribution,
-                        encoding_format: str, dimensions: int | None) -> EmbeddingsWorkload:
-    """The user's batches, drawn from a pool built once per process and workload (the same in every
-    run with the same ``--seed``), each request with the user's own tag."""
+def body_context(user: Any) -> BodyContext:
+    """What a whole-body workload is made with, from the user and its process (the class's seed:
+    ``--seed``, else the scenario file's ``seed:``, else the run's fresh one; plugin.options.seeds)."""
     plugin = user.plugin
-    run_seed = int(plugin.option("seed", 0))
-    key = ("embeddings", scenario, model, repr(batch), repr(lengths), encoding_format, dimensions)
-    pool = plugin.shared.cached(key, lambda: BatchPool(
-        model, batch, lengths, stable_seed(run_seed, scenario, plugin.worker_index), encoding_format, dimensions,
-        plugin.shared.text_source(run_seed + plugin.worker_index, None)), run_seed)  # a new test's seed: new batches
-    return EmbeddingsWorkload(scenario, model, batch, lengths, user.seed(), encoding_format, dimensions, pool=pool)
+    run_seed = user.run_seed()
+    return BodyContext(user.seed(), run_seed, plugin.worker_index,
+                       plugin.shared.text_source(run_seed + plugin.worker_index, None), plugin.shared.cached)
 
 
-class EmbedCalls:
-    """A user's task body for embeddings: one batch, sent and recorded."""
+class BodyCalls:
+    """A user's task body for a whole-body endpoint: one request of its workload, sent and recorded."""
 
-    def __init__(self, user: Any, workload: EmbeddingsWorkload, transport: FastTransport) -> None:
-        self.user, self.workload, self.transport = user, workload, transport
-
-    def __call__(self) -> None:
-        w = self.workload
-        request = w.next_request()
-        meta = body_meta(self.user, request.scenario, request.input_tokens, request.inputs)
-        send_whole_body(self.user, self.transport, request.body, meta,
-                        embeddings_check(request.inputs, w.dimensions, w.encoding_format))
-
-
-class RankCalls:
-    """A user's task body for rerank or score: one query and its passages, sent and recorded."""
-
-    def __init__(self, user: Any, workload: RerankWorkload, transport: FastTransport) -> None:
-        self.user, self.workload, self.transport = user, workload, transport
+    def __init__(self, user: Any, name: str, workload: BodyWorkload, transport: FastTransport) -> None:
+        self.user, self.name, self.workload, self.transport = user, name, workload, transport
 
     def __call__(self) -> None:
         request = self.workload.next_request()
-        meta = body_meta(self.user, request.scenario, request.tokens, request.documents)
-        send_whole_body(self.user, self.transport, request.body, meta,
-                        rank_check(self.workload.api, request.documents, request.top_n))
+        meta = body_meta(self.user, request.scenario, request.tokens, request.inputs)
+        send_whole_body(self.user, self.transport, request.body, meta, answer_check(self.name, request.check))
 
 
 def start_body_workload(user: Any, spec: WorkloadSpec, client: ClientOptions, model: str) -> None:
-    """A scenario workload with ``endpoint: embeddings|rerank|score``: the user's transport and task body."""
-    b = spec.body
-    assert b is not None
+    """A scenario workload with ``endpoint: NAME`` of a whole-body endpoint: the user's transport and task
+    body, its workload made as the endpoint's declaration says."""
     user.transport = transport = body_transport(user.host, spec.endpoint, client)
-    if spec.endpoint == "embeddings":
-        assert b.batch_size is not None and b.input_tokens is not None
-        work = embeddings_workload(user, spec.name, model, b.batch_size, b.input_tokens, b.encoding_format,
-                                   b.dimensions)
-        user._loop = EmbedCalls(user, work, transport)
-    else:
-        assert b.documents is not None and b.query_tokens is not None and b.document_tokens is not None
-        text = user.plugin.shared.text_source(int(user.plugin.option("seed", 0)) + user.plugin.worker_index, None)
-        ranking = RerankWorkload(spec.name, model, spec.endpoint, b.documents, b.query_tokens, b.document_tokens,
-                                 user.seed(), b.top_n, text)
-        user._loop = RankCalls(user, ranking, transport)
+    work = part(endpoint(spec.endpoint).workload)(spec, model, body_context(user))
+    user._loop = BodyCalls(user, spec.endpoint, work, transport)

@@ -4,7 +4,8 @@ through :class:`LiveView`; the web UI's routes are in :mod:`llmload.plugin.web.w
 Two tabs share one set of rows: **LLM** (:data:`DEFAULT`, at most 10 columns, fits 1,280 px) and
 **LLM details** (:data:`DETAILS`: the other percentiles, errors by status, the client's health and
 the server's own metrics). Every header reads ``Name (unit)`` (``TTFT p50 (ms)``, ``Output (tok/s)``);
-every measured number has 3 significant digits (:func:`three_digits`); counts stay whole.
+every measured number has 3 significant digits and stays a number in the JSON (:func:`number`;
+Locust's page prints it); counts stay whole; a cell of two numbers is text (``3 / 0``, :func:`three_digits`).
 
 Usage::
 
@@ -18,6 +19,7 @@ import math
 from typing import Any, Protocol
 
 from llmload.metrics import catalog
+from llmload.metrics.histogram import figure, significant
 from llmload.metrics.record import OK, STATUSES
 from llmload.metrics.stats import AGGREGATED
 
@@ -52,6 +54,10 @@ class LiveView(Protocol):
 
     def client_health(self) -> list[dict[str, Any]]:
         """The newest health sample of every load-generating process."""
+        ...
+
+    def client_verdict(self) -> dict[str, Any]:
+        """The client's verdict over the run so far (``text``: the end-of-run summary's line)."""
         ...
 
     def server_samples(self) -> list[dict[str, Any]]:
@@ -104,6 +110,8 @@ rate are ratios in the rows: :func:`tab_rows` shows them × 100)."""
 TABLE = list(dict([*DEFAULT, *DETAILS]).items())
 """Every column of a tab row (live.json's keys), each once."""
 SERVER_KEYS = ("server_queue", "server_kv", "server_hit", "server_ttft")
+_PAIRS = ("server_queue", "server_ttft")  # cells of two numbers: text ("3 / 0"); every other number stays a number
+_TEXT = frozenset({"scenario", "window", "tasks", "errors_text", "client", *_PAIRS})  # the cells that are text
 _TTFT_MEAN = catalog.BY_NAME["ttft"].key("mean")  # the client's, and the server's samples spell it the same
 # whole-run summary (PREFIX_llm_stats.csv names) → the tab's columns, once a test has stopped
 STOPPED = {"rps": "rps", "output_tps": "output_tps", **{m.key(st): m.stats_column(st) for m, st in _LATENCY_TAB},
@@ -112,20 +120,23 @@ NO_VALUE = "–"
 
 
 def three_digits(v: Any) -> Any:
-    """A measured number with 3 significant digits, never in e-notation (0.9805 → "0.981", 57.23 → "57.2",
-    12345.6 → "12300"); a count (int) as it is; None as "–"; anything else untouched."""
+    """A measured number as text with 3 significant digits, never in e-notation (0.9805 → "0.981", 57.23
+    → "57.2", 12345.6 → "12300"); a count (int) as it is; None as "–"; anything else untouched. For the
+    cells that hold text (pairs such as ``running / waiting``); a cell of one number is :func:`number`."""
     if v is None:
         return NO_VALUE
     if isinstance(v, bool) or not isinstance(v, float):
         return v
-    if v == 0 or not math.isfinite(v):
-        return "0" if v == 0 else str(v)
-    decimals = 2 - math.floor(math.log10(abs(v)))
-    r = round(v, decimals)
-    if r and math.floor(math.log10(abs(r))) != math.floor(math.log10(abs(v))):  # 999.6 → 1000: one digit fewer
-        decimals -= 1
-        r = round(v, decimals)
-    return f"{r:.{max(decimals, 0)}f}"
+    return figure(v) if math.isfinite(v) else str(v)
+
+
+def number(v: Any) -> Any:
+    """A cell of one measured number, kept a number in the JSON (Locust's page prints it; scripts read
+    it): 3 significant digits, what the histograms' 1 % supports (43.61 → 43.6); counts stay whole;
+    None (and NaN) as null."""
+    if isinstance(v, bool) or not isinstance(v, float):
+        return v
+    return significant(v)
 
 
 def _pair(a: Any, b: Any) -> str:
@@ -136,14 +147,14 @@ def server_cells(sample: dict[str, Any] | None, client_ttft_mean: Any) -> dict[s
     """The server columns of the whole-run row from the newest server sample. TTFT is compared on
     the means: the server's percentiles are interpolated inside coarse histogram buckets."""
     if not sample:
-        return {k: NO_VALUE for k in SERVER_KEYS}
+        return {k: NO_VALUE if k in _PAIRS else None for k in SERVER_KEYS}
     up = "" if sample.get("endpoints_up", 1) == sample.get("endpoints", 1) else \
         f" ({sample['endpoints_up']}/{sample['endpoints']} endpoints up)"
     whole = {k: round(v) if isinstance(v := sample.get(k), float) else v for k in ("running", "waiting")}
     return {
         "server_queue": f"{_pair(whole['running'], whole['waiting'])}{up}",
-        "server_kv": three_digits(_float(sample.get("kv_usage_pct"))),
-        "server_hit": three_digits(_percent(sample.get("prefix_hit_rate"))),
+        "server_kv": number(_float(sample.get("kv_usage_pct"))),
+        "server_hit": number(_percent(sample.get("prefix_hit_rate"))),
         "server_ttft": _pair(_float(sample.get(_TTFT_MEAN)), _float(client_ttft_mean)),
     }
 
@@ -168,13 +179,13 @@ def stopped_rows(view: LiveView) -> list[dict[str, Any]]:
     """After a test: the whole run per scenario, marked stopped (not the last live window)."""
     out = []
     for r in [*view.stats_rows(), *_model_rows(view)]:
-        row = {k: three_digits(r.get(src)) for k, src in STOPPED.items()}
-        row["cache_hit_ratio"] = three_digits(_percent(r.get(STOPPED["cache_hit_ratio"])))
+        row = {k: number(r.get(src)) for k, src in STOPPED.items()}
+        row["cache_hit_ratio"] = number(_percent(r.get(STOPPED["cache_hit_ratio"])))
         row["tasks"] = task_cell(r)
         errors = {st: r.get(st, 0) for st in STATUSES if st not in (OK, "cancelled") and r.get(st)}
         row.update({"scenario": _label(r), "window": f"whole run ({r.get('duration_s') or 0:.0f} s), stopped",
                     "in_flight": "stopped", "errors_text": ", ".join(f"{k} {v}" for k, v in errors.items()) or "none",
-                    "client": "run stopped", **{k: NO_VALUE for k in SERVER_KEYS}})
+                    "client": "run stopped", **server_cells(None, None)})
         out.append(row)
     return out
 
@@ -216,21 +227,23 @@ def tab_rows(view: LiveView) -> list[dict[str, Any]]:
     if total.get("errors_dominate"):  # first, and the client is not blamed for it
         by_status = ", ".join(f"{k} {v}" for k, v in sorted(total.get("errors_by_status", {}).items()))
         failed = total["errors"] / max(1, total["ok"] + total["errors"]) * 100
-        out.append({**{k: "" for k, _ in TABLE}, "scenario": "SERVER ERRORS", "window": f"{failed:.0f} % failed",
+        out.append({**{k: "" if k in _TEXT else None for k, _ in TABLE}, "scenario": "SERVER ERRORS",
+                    "window": f"{failed:.0f} % failed",
                     "errors": total["errors"],
                     "errors_text": f"{failed:.0f} % of requests failed ({by_status}): the server, or the way to it",
                     "client": "not judged"})
         client = "not judged (errors dominate)"
     for r in [*latest, *_model_rows(view)]:
-        row = {k: three_digits(r.get(k)) for k, _ in TABLE}
-        row["cache_hit_ratio"] = three_digits(_percent(r.get("cache_hit_ratio")))
+        row = {k: number(r.get(k)) for k, _ in TABLE}
+        row["cache_hit_ratio"] = number(_percent(r.get("cache_hit_ratio")))
         row["window"] = f"last {r.get('window_s') or 0:.0f} s"
         row["tasks"] = task_cell(tasks.get(r["scenario"]) if not r.get("model") else None)  # tasks: per scenario
         row["errors_text"] = ", ".join(f"{k} {v}" for k, v in sorted(r.get("errors_by_status", {}).items())) or "none"
         row["client"] = client
         whole = not r.get("model") and (r["scenario"] == AGGREGATED or len(latest) == 1)
-        row.update(server_cells(sample, r.get(_TTFT_MEAN)) if whole else {k: "" for k in SERVER_KEYS})
+        row.update(server_cells(sample, r.get(_TTFT_MEAN)) if whole else
+                   {k: "" if k in _TEXT else None for k in SERVER_KEYS})
         if r.get("model"):  # a model's row: in flight is counted per scenario only
-            row.update({"scenario": _label(r), "in_flight": ""})
+            row.update({"scenario": _label(r), "in_flight": None})
         out.append(row)
     return out

@@ -16,10 +16,12 @@ from collections.abc import Callable
 from typing import Any
 
 from llmload import files
+from llmload.health.run_verdict import client_line
+from llmload.metrics.scenario_stats import ScenarioStats
 from llmload.metrics.slo import SLO
-from llmload.metrics.stats import ScenarioStats
 from llmload.plugin.cluster import messages
-from llmload.plugin.cluster.roles import Role
+from llmload.plugin.cluster.role import Role
+from llmload.plugin.output.end_of_run import error_note
 from llmload.plugin.run.run_parts import RunParts
 
 
@@ -60,6 +62,15 @@ class RunViews:
 
     def client_health(self) -> list[dict[str, Any]]:
         return self._role.client_state()[1]
+
+    def client_verdict(self) -> dict[str, Any]:
+        """The client's verdict over the run so far: the end-of-run summary's line, by the same
+        function over the same intervals (``text``), and how many intervals were limited."""
+        parts = self._parts
+        history = parts.history
+        first = bool(error_note(parts.stats.rows(), history.error_intervals, history.client.interval_s))
+        return {"text": client_line(history.client, parts.clients.stalls, parts.clients.timing, first),
+                "limited_intervals": len(history.client.limited), "intervals": history.client.intervals}
 
     def server_samples(self) -> list[dict[str, Any]]:
         scraper = self._parts.scraper

@@ -8,7 +8,8 @@ under Locust's ``--web-base-path`` and behind ``--web-login`` like Locust's own.
 Routes (under the base path): ``llmload/dashboard`` (charts over time, drawn by
 ``static/dashboard.js`` with uPlot, vendored under ``static/vendor/``: no CDN, works offline),
 ``llmload/static/...`` (those files), ``llmload/live.json`` (the tabs' rows),
-``llmload/history.json`` (the dashboard's data: client rows and server samples),
+``llmload/history.json`` (the dashboard's data: client rows, server samples, and the client's
+verdict over the run so far, the end-of-run summary's line),
 ``llmload/metrics.json`` (the dashboard's latency charts: ``metrics.catalog.dashboard_spec``),
 ``llmload/metrics`` (llmload's own metrics in Prometheus' text format, :mod:`llmload.plugin.output.prometheus_export`),
 ``llmload/requests.csv`` and ``llmload/server_metrics.csv`` (written only with ``--csv``: without
@@ -129,6 +130,7 @@ def install(environment: Any, view: LiveView) -> None:
         rows = view.history_rows(since)
         server = [s for s in view.server_samples() if s["time"] > server_since]
         return Response(json.dumps({"rows": rows, "server": server, "state": view.runner_state(),
+                                    "client": view.client_verdict(),
                                     "server_metrics": [redact_url(u) for u in view.server_urls()]}),
                         mimetype="application/json")
 

@@ -12,7 +12,9 @@ when it is opened, in one transaction per step:
   ``sweep`` (its folder) and ``cell`` (the cell id);
 * ``steps``: the step table, one row per step (``run`` → runs.id), with the step's JSON in ``data``.
 
-The default file is ``$LLMLOAD_ARCHIVE`` when set, else ``~/.local/share/llmload/runs.sqlite``.
+The default file is ``$LLMLOAD_ARCHIVE`` when set, else ``~/.local/share/llmload/runs.sqlite``;
+``LLMLOAD_ARCHIVE=off`` turns the archive off (as ``--no-archive`` does). The command that creates
+the file says so, once (:func:`created_note`): a file under the home directory must not appear unannounced.
 
 Usage::
 
@@ -64,8 +66,24 @@ class ArchiveError(RuntimeError):
     """The archive file cannot be used; the message names it and the fix."""
 
 
-def default_path() -> str:
+OFF = "off"  # LLMLOAD_ARCHIVE=off: no archive, as --no-archive
+
+
+def turned_off() -> bool:
+    return os.environ.get(ENV, "").strip().lower() == OFF
+
+
+def default_path() -> str | None:
+    """The archive's file; None when ``LLMLOAD_ARCHIVE=off``."""
+    if turned_off():
+        return None
     return os.environ.get(ENV) or os.path.join(os.path.expanduser("~"), ".local", "share", "llmload", "runs.sqlite")
+
+
+def created_note(command: str, path: str) -> str:
+    """The one line the command that created the archive prints."""
+    return (f"llmload {command}: started the run archive {path} (every report and sweep cell is added; "
+            f"`llmload history` lists them); --no-archive or {ENV}=off turns it off")
 
 
 def _version(db: sqlite3.Connection) -> int:
@@ -105,13 +123,18 @@ def _engine(manifest: dict[str, Any]) -> tuple[str | None, str | None]:
 
 
 class Archive:
-    def __init__(self, db: sqlite3.Connection, path: str) -> None:
+    def __init__(self, db: sqlite3.Connection, path: str, created: bool = False) -> None:
         self.db = db
         self.path = path
+        self.created = created
+        """This open made the file (the first write: the command says where it is)."""
 
     @classmethod
     def open(cls, path: str | None = None) -> Archive:
         path = path or default_path()
+        if path is None:
+            raise ArchiveError(f"the archive is turned off ({ENV}=off); give --archive PATH to use one")
+        created = not os.path.exists(path)
         try:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             db = sqlite3.connect(path, isolation_level=None, timeout=30)
@@ -119,7 +142,7 @@ class Archive:
             migrate(db)
         except (OSError, sqlite3.Error) as e:
             raise ArchiveError(f"archive {path}: {e}; give another --archive PATH or --no-archive") from None
-        return cls(db, path)
+        return cls(db, path, created)
 
     def __enter__(self) -> Archive:
         return self
@@ -191,6 +214,7 @@ def history_text(rows: list[dict]) -> str:
         plan = json.loads(r.get("plan") or "null") or {}
         month = plan.get("usd_per_month")
         lines.append(f"{r['id']:>4}  {r['added_at'][:19]:20} {r['source']:6} {str(r['model'] or '–')[:20]:20} "
-                     f"{str(cap.get('level', '–')):>9}  {'–' if month is None else f'{month:,.2f}':>10}  "
+                     f"{'–' if cap.get('level') is None else format(cap['level'], 'g'):>9}  "
+                     f"{'–' if month is None else f'{month:,.2f}':>10}  "
                      f"{r['run_id'] or '–'} {r['prefix']}" + (f" (cell {r['cell']})" if r.get("cell") else ""))
     return "\n".join(lines)

@@ -77,7 +77,7 @@ def _capacity_text(v: Any) -> str:
 def _capacity_value(run: Run) -> Any:
     cap = _cap(run)
     level = cap.get("level")
-    return level if level is not None else f"none ({cap.get('limited_by')})"
+    return level if level is not None else f"none ({cap.get('limited_by') or 'no verdict'})"
 
 
 COLUMNS: list[Column] = [

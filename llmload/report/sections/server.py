@@ -128,13 +128,13 @@ def _join(stats: StepServerStats, rows: Any, resolution_s: float) -> dict[str, A
         return {"client_ttft_ms": None, "ttft_requests": None, "ttft_gap_ms": None, "client_e2e_ms": None,
                 "e2e_requests": None, "e2e_gap_ms": None, "window": None}
     lo, hi = stats.first_scrape, stats.last_scrape
-    ttft, e2e = client_between(rows, lo, hi, "ttft"), client_between(rows, lo, hi, "e2e")
+    ttft, e2e = (client_between(rows, lo, hi, m, resolution_s) for m in ("ttft", "e2e"))
     return {
         "client_ttft_ms": ttft.to_json(),
-        "ttft_requests": {"server": stats.ttft_count, "client": ttft.n},
+        "ttft_requests": ttft.counts_json(stats.ttft_count),
         "ttft_gap_ms": gaps(ttft, stats.ttft_mean_ms, stats.ttft_ms),
         "client_e2e_ms": e2e.to_json(),
-        "e2e_requests": {"server": stats.e2e_count, "client": e2e.n},
+        "e2e_requests": e2e.counts_json(stats.e2e_count),
         "e2e_gap_ms": gaps(e2e, stats.e2e_mean_ms, None),
         "window": {"from": round(lo, 6), "to": round(hi, 6), "resolution_ms": round(resolution_s * 1000.0, 3)},
     }

@@ -11,32 +11,25 @@ Usage::
 
     w = EmbeddingsWorkload("embed", "bge-m3", batch_size=parse_distribution("1-32", "batch_size"),
                            input_tokens=parse_distribution(128, "input_tokens"), seed=7)
-    req = w.next_request()      # EmbeddingsRequest: the encoded body, the batch's size and tokens
+    req = w.next_request()      # BodyRequest: the encoded body, the batch's size (inputs) and tokens
+    w = from_spec(spec, "bge-m3", context)   # an ``endpoint: embeddings`` workload, its pool shared
 """
 
 from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
 
 from llmload.wire.embeddings import embeddings_body
 from llmload.wire.protocol import encode_body
 from llmload.workload.distributions import Distribution
+from llmload.workload.endpoints.body import BodyContext, BodyRequest
+from llmload.workload.file.spec import WorkloadSpec
+from llmload.workload.scenario_workload import stable_seed
 from llmload.workload.text import TextSource, words
 
 POOL_BATCHES = 256  # batches drawn ahead: the batch-size distribution as 256 samples
 POOL_BYTES = 16 << 20  # ... or fewer, once their bodies hold 16 MiB
-
-
-@dataclass(frozen=True, slots=True)
-class EmbeddingsRequest:
-    """One batch to send: its body, how many inputs it has and how many tokens they were drawn as."""
-
-    scenario: str
-    body: bytes
-    inputs: int
-    input_tokens: int
 
 
 class BatchPool:
@@ -86,8 +79,28 @@ class EmbeddingsWorkload:
         self._tag = b"e%xn" % seed
         self._n = 0
 
-    def next_request(self) -> EmbeddingsRequest:
+    def next_request(self) -> BodyRequest:
         batches = self.pool.batches
         pieces, n, tokens = batches[self.rng.randrange(len(batches))]
         self._n += 1
-        return EmbeddingsRequest(self.scenario, (self._tag + b"%x" % self._n).join(pieces), n, tokens)
+        return BodyRequest(self.scenario, (self._tag + b"%x" % self._n).join(pieces), n, tokens,
+                           (n, self.dimensions, self.encoding_format))
+
+
+def shared_workload(scenario: str, model: str, batch_size: Distribution, input_tokens: Distribution,
+                    encoding_format: str, dimensions: int | None, context: BodyContext) -> EmbeddingsWorkload:
+    """A user's batches, drawn from a pool built once per process and workload (the same in every run
+    with the same ``--seed``; a new test's seed: new batches), each request with the user's own tag."""
+    key = ("embeddings", scenario, model, repr(batch_size), repr(input_tokens), encoding_format, dimensions)
+    pool = context.cached(key, lambda: BatchPool(
+        model, batch_size, input_tokens, stable_seed(context.run_seed, scenario, context.worker), encoding_format,
+        dimensions, context.text), context.run_seed)
+    return EmbeddingsWorkload(scenario, model, batch_size, input_tokens, context.user_seed, encoding_format,
+                              dimensions, pool=pool)
+
+
+def from_spec(spec: WorkloadSpec, model: str, context: BodyContext) -> EmbeddingsWorkload:
+    """An ``endpoint: embeddings`` workload of a scenario file."""
+    b = spec.body
+    assert b is not None and b.batch_size is not None and b.input_tokens is not None
+    return shared_workload(spec.name, model, b.batch_size, b.input_tokens, b.encoding_format, b.dimensions, context)

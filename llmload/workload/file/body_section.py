@@ -1,10 +1,12 @@
-"""The keys of a workload that sends whole-body requests (``endpoint: embeddings|rerank|score``) or
+"""The keys of a workload that sends whole-body requests (``endpoint: embeddings|rerank|score|...``) or
 chains them into RAG tasks (``pipeline: [embed, rerank, chat]``), and which other keys go with them.
 
-* ``endpoint: embeddings``: ``batch_size`` (inputs per request), ``input_tokens`` (each input's
-  length; default 128), ``encoding_format`` (float|base64), ``dimensions``.
-* ``endpoint: rerank`` / ``score``: ``documents`` (passages per query), ``query_tokens``,
-  ``document_tokens``, ``top_n`` (rerank only).
+* ``endpoint: NAME`` of a whole-body endpoint: the keys its declaration names
+  (:data:`llmload.wire.endpoints.ENDPOINTS`, ``keys``), each read as its :class:`~llmload.wire.endpoints.Key`
+  says, with its default: embeddings ``batch_size`` (inputs per request), ``input_tokens`` (each
+  input's length; default 128), ``encoding_format`` (float|base64), ``dimensions``; rerank and score
+  ``documents`` (passages per query), ``query_tokens``, ``document_tokens``, ``top_n`` (rerank only).
+  A key that is not a :class:`BodySpec` field is kept in its ``options``.
 * ``pipeline:`` (a chat workload): the steps, in order, ending with chat; ``documents``,
   ``query_tokens``, ``document_tokens`` (the retrieved passages), ``top_n`` (how many of them the
   chat prompt gets, default 4), ``encoding_format`` and ``dimensions`` for the embed call, and the
@@ -22,27 +24,30 @@ Usage::
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import fields
 from typing import Any
 
-from llmload.wire.protocol import BODY_ENDPOINTS
+from llmload.wire.endpoints import BODY, ENDPOINTS, Key, endpoint, known, names
 from llmload.workload.distributions import Distribution, parse_distribution
 from llmload.workload.file.spec import BodySpec, PipelineSpec
 from llmload.workload.file.yaml_lines import MAX_TOKENS, Ctx, choice, keys, whole
 
-BODY_KEYS = {"batch_size", "encoding_format", "dimensions", "documents", "query_tokens", "document_tokens", "top_n",
-             "pipeline"}
 STEPS = ("embed", "rerank", "chat")
 MAX_TEXTS = 100_000  # inputs or passages in one request (OpenAI takes 2,048 inputs; an answer is at most 64 MiB)
 PIPELINE_KEYS = {"steps", "embed_model", "rerank_model", "rerank_api"}
 _COMMON = {"weight", "endpoint", "model", "slo", "headers"}
-_RANK = {"documents", "query_tokens", "document_tokens"}
-ALLOWED = {
-    "embeddings": _COMMON | {"batch_size", "input_tokens", "encoding_format", "dimensions"},
-    "rerank": _COMMON | _RANK | {"top_n"},
-    "score": _COMMON | _RANK,
-    "pipeline": _COMMON | _RANK | {"pipeline", "top_n", "encoding_format", "dimensions", "output_tokens",
-                                   "system_prompt", "sampling", "extra", "ignore_eos", "priority"},
-}
+# A pipeline's keys: its retrieved passages (rerank's), how many the chat prompt gets, the embed call's
+# vector options, and the chat call's keys.
+PIPELINE = {**{k: endpoint("rerank").keys[k] for k in ("documents", "query_tokens", "document_tokens")},
+            "top_n": Key("whole", 4), "encoding_format": endpoint("embeddings").keys["encoding_format"],
+            "dimensions": Key("whole")}
+_PIPELINE_ONLY = {"pipeline", "output_tokens", "system_prompt", "sampling", "extra", "ignore_eos", "priority"}
+KEYS: dict[str, dict[str, Key]] = {e.name: dict(e.keys) for e in ENDPOINTS if e.answer == BODY} | {"pipeline": PIPELINE}
+ALLOWED = {kind: _COMMON | set(k) for kind, k in KEYS.items()}
+ALLOWED["pipeline"] |= _PIPELINE_ONLY
+# The keys only whole-body workloads take (input_tokens is a streaming workload's too).
+BODY_KEYS = {key for declared in KEYS.values() for key in declared} - {"input_tokens"} | {"pipeline"}
+_FIELDS = {f.name for f in fields(BodySpec)}
 DistributionOf = Callable[..., Distribution | None]  # sections_core.distribution(ctx, d, key, path, minimum=...)
 
 
@@ -66,16 +71,16 @@ def _kind_keys(ctx: Ctx, raw: dict, path: str, kind: str) -> None:
                             f"{', '.join(sorted(allowed - _COMMON))} (and {', '.join(sorted(_COMMON))})")
 
 
-def body_kind(d: dict, endpoint: str) -> str | None:
-    """embeddings, rerank or score (a whole-body workload), pipeline, or None (a streaming workload)."""
-    return endpoint if endpoint in BODY_ENDPOINTS else "pipeline" if "pipeline" in d else None
+def body_kind(d: dict, name: str) -> str | None:
+    """A whole-body endpoint's name (embeddings, rerank, score, ...), pipeline, or None (a streaming workload)."""
+    return name if known(name) and endpoint(name).answer == BODY else "pipeline" if "pipeline" in d else None
 
 
-def fitting_defaults(defaults: dict, raw: dict, endpoint: str) -> dict:
+def fitting_defaults(defaults: dict, raw: dict, name: str) -> dict:
     """The workload with the keys of ``defaults:`` that go with its kind (``models:`` and ``priority:``
     of the defaults stay with the streaming workloads; a pipeline takes ``priority:``)."""
     d = {**defaults, **raw}
-    kind = body_kind(d, endpoint)
+    kind = body_kind(d, name)
     return d if kind is None else {k: v for k, v in defaults.items() if k in ALLOWED[kind]} | raw
 
 
@@ -107,34 +112,33 @@ def check_texts(ctx: Ctx, got: Distribution, path: str) -> None:
                     "draw, not its mean: lower max: or the largest value)")
 
 
-def parse_body(ctx: Ctx, d: dict, raw: dict, path: str, endpoint: str,
+def _value(ctx: Ctx, d: dict, key: str, spec: Key, path: str, distribution: DistributionOf) -> Any:
+    """One declared key's value, read as its :class:`Key` says (its default when the file has none)."""
+    if spec.kind == "choice":
+        return choice(ctx, d, key, path, spec.choices, spec.default)
+    if spec.kind == "whole":
+        return whole(ctx, d, key, path, default=spec.default)
+    got = distribution(ctx, d, key, path, minimum=1)
+    if got is not None and spec.kind == "texts":  # texts per request, each built ahead
+        check_texts(ctx, got, f"{path}.{key}")
+    return got if got is not None else parse_distribution(spec.default, key, minimum=1) if spec.default else None
+
+
+def parse_body(ctx: Ctx, d: dict, raw: dict, path: str, name: str,
                distribution: DistributionOf) -> tuple[BodySpec | None, PipelineSpec | None]:
     """``d``: the workload with its defaults, ``raw``: as the file wrote it (whose keys are checked)."""
-    kind = body_kind(d, endpoint)
+    kind = body_kind(d, name)
     if kind is None:
         for key in raw:
             if key in BODY_KEYS:
-                raise ctx.error(f"{path}.{key}", f"goes only with endpoint embeddings, rerank or score, or a "
-                                f"pipeline; this workload streams {endpoint}")
+                *most, last = names(BODY)
+                raise ctx.error(f"{path}.{key}", f"goes only with endpoint {', '.join(most)} or {last}, or a "
+                                f"pipeline; this workload streams {name}")
         return None, None
-    if kind == "pipeline" and endpoint != "chat":
-        raise ctx.error(f"{path}.pipeline", f"a pipeline ends with a chat call: endpoint chat, not {endpoint}")
+    if kind == "pipeline" and name != "chat":
+        raise ctx.error(f"{path}.pipeline", f"a pipeline ends with a chat call: endpoint chat, not {name}")
     _kind_keys(ctx, raw, path, kind)
     pipeline = _pipeline(ctx, d["pipeline"], f"{path}.pipeline") if kind == "pipeline" else None
-
-    def dist(key: str, default: Any) -> Distribution | None:
-        got = distribution(ctx, d, key, path, minimum=1) if key in ALLOWED[kind] else None
-        if got is not None and key in ("batch_size", "documents"):  # texts per request, each built ahead
-            check_texts(ctx, got, f"{path}.{key}")
-        return got if got is not None else parse_distribution(default, key, minimum=1) if default else None
-
-    return BodySpec(
-        batch_size=dist("batch_size", 8 if kind == "embeddings" else None),
-        input_tokens=dist("input_tokens", 128 if kind == "embeddings" else None),
-        encoding_format=choice(ctx, d, "encoding_format", path, ("float", "base64"), "float"),
-        dimensions=whole(ctx, d, "dimensions", path, default=None),
-        documents=dist("documents", 16 if kind != "embeddings" else None),
-        query_tokens=dist("query_tokens", 16 if kind != "embeddings" else None),
-        document_tokens=dist("document_tokens", 128 if kind != "embeddings" else None),
-        top_n=whole(ctx, d, "top_n", path, default=4 if kind == "pipeline" else None),
-    ), pipeline
+    values = {key: _value(ctx, d, key, spec, path, distribution) for key, spec in KEYS[kind].items()}
+    options = tuple((k, v) for k, v in values.items() if k not in _FIELDS)
+    return BodySpec(**{k: v for k, v in values.items() if k in _FIELDS}, options=options), pipeline

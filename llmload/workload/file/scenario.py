@@ -76,7 +76,7 @@ def parse_scenario(text: str, path: str = "<scenario>", base_dir: str = ".") -> 
     raw, ctx = compose(text, path)
     raw = keys(ctx, raw, "", TOP_KEYS)
     shape = keys(ctx, raw.get("shape") or {}, "shape", SHAPE_KEYS)
-    seed = whole(ctx, raw, "seed", "", default=0, minimum=0)
+    seed = whole(ctx, raw, "seed", "", default=None, minimum=0)
     defaults = keys(ctx, raw.get("defaults") or {}, "defaults", WORKLOAD_KEYS - {"weight"})
     workloads = raw.get("workloads")
     if not isinstance(workloads, dict) or not workloads:

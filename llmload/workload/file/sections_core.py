@@ -15,7 +15,8 @@ import math
 from typing import Any
 
 from llmload.metrics.slo import SLO, parse_slo
-from llmload.wire.protocol import BODY_ENDPOINTS, ENDPOINTS, ENV_PREFIX, parse_header
+from llmload.wire.endpoints import BODY, STREAM, names
+from llmload.wire.protocol import ENV_PREFIX, parse_header
 from llmload.wire.redact import is_secret_name
 from llmload.workload.distributions import Distribution, SpecError, parse_distribution
 from llmload.workload.file.body_section import BODY_KEYS, fitting_defaults, parse_body
@@ -194,7 +195,7 @@ def header_secrets(raw: dict) -> tuple[str, ...]:
 def parse_workload(ctx: Ctx, name: str, raw: Any, defaults: dict, base_dir: str) -> WorkloadSpec:
     path = f"workloads.{name}"
     raw = keys(ctx, raw if raw is not None else {}, path, WORKLOAD_KEYS)
-    endpoint = choice(ctx, {**defaults, **raw}, "endpoint", path, (*ENDPOINTS, *BODY_ENDPOINTS), "chat")
+    endpoint = choice(ctx, {**defaults, **raw}, "endpoint", path, names(STREAM, BODY), "chat")
     d = fitting_defaults(defaults, raw, endpoint)
     body, pipeline = parse_body(ctx, d, raw, path, endpoint, distribution)
     for key in ("sampling", "extra"):

@@ -122,6 +122,11 @@ class BodySpec:
     query_tokens: Distribution | None = None
     document_tokens: Distribution | None = None
     top_n: int | None = None  # rerank: results asked for; a pipeline: the passages put into the chat prompt
+    options: tuple[tuple[str, Any], ...] = ()  # an endpoint's own keys that are not fields here, as (key, value)
+
+    def option(self, key: str, default: Any = None) -> Any:
+        """The value of an endpoint's own key (``options``), or ``default``."""
+        return dict(self.options).get(key, default)
 
 
 @dataclass(frozen=True)
@@ -185,7 +190,7 @@ class WorkloadSpec:
 @dataclass(frozen=True)
 class ScenarioSpec:
     path: str
-    seed: int
+    seed: int | None  # the file's seed: (pins its workloads' requests, unless --seed is given); None: none
     workloads: tuple[WorkloadSpec, ...]
     tokenizer: str | None = None
     shape: dict[str, Any] = field(default_factory=dict)  # load-shape settings (llmload.shapes.load_shapes reads them)

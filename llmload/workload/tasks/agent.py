@@ -119,7 +119,9 @@ class AgentWorkload:
             self._messages.append({"role": "user", "content": task})
         self._words = sum(message_words(m) for m in self._messages)
         think = float(self.agent.think_time_s.sample(self.rng)) if self._tasks > 1 else 0.0
-        return self._call("task", think)
+        # every call resends the tools and the system prompt (the same for every task)
+        system_words = message_words(self._messages[0]) if self.system else 0
+        return self._call("task", think, self._tool_words + system_words)
 
     def next_call(self, request: LLMRequest, ok: bool, text: str,
                   tool_calls: list[dict[str, Any]]) -> LLMRequest | None:
@@ -134,15 +136,16 @@ class AgentWorkload:
         reply = {"role": "assistant", "content": text or None, "tool_calls": calls}
         self._messages.append(reply)
         self._words += message_words(reply)
+        resent = self._tool_words + self._words  # the loop so far, the reply included: only the results are new
         for i, c in enumerate(calls):
             n = max(1, int(self.agent.tool_result_tokens.sample(self.rng)))
             result = self.text.text(self.rng, n, tag=f"{self._tag}t{self._tasks}s{self._step}r{i}")
             self._messages.append({"role": "tool", "tool_call_id": c["id"], "content": result})
             self._words += len(result.split())
         latency = float(self.agent.tool_latency_s.sample(self.rng))
-        return self._call("tool_result", latency)
+        return self._call("tool_result", latency, resent)
 
-    def _call(self, kind: str, wait_s: float) -> LLMRequest:
+    def _call(self, kind: str, wait_s: float, resent: int) -> LLMRequest:
         self._step += 1
         spec = self.spec
         max_tokens = int(self.output_tokens.sample(self.rng)) if self.output_tokens is not None else None
@@ -150,7 +153,7 @@ class AgentWorkload:
                          messages=list(self._messages), sampling=dict(spec.sampling), extra=dict(spec.extra),
                          session_id=self._task_id, turn=self._step, want_text=True,
                          input_tokens=self._tool_words + self._words, wait_s=wait_s, step_kind=kind,
-                         image_tokens=self._image_tokens)
+                         image_tokens=self._image_tokens, resent_tokens=resent)
         req.extra["tools"] = list(self.tools)
         req.extra["tool_choice"] = self.agent.tool_choice
         if spec.response_format is not None:

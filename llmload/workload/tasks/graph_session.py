@@ -86,6 +86,8 @@ class GraphSession:
         else:
             first = results[call.after[0]]
             messages = [*first.messages, {"role": "assistant", "content": first.reply}]
+        resent = sum(message_words(m) for m in messages)  # the shared head, or the first parent's turn: sent before
+        if call.context != "fresh":
             for other in call.after[1:]:
                 messages.append({"role": "user", "content": f"[{other}] {results[other].reply}"})
         kind = "task" if call.fresh_task else "tool result"
@@ -98,6 +100,7 @@ class GraphSession:
         req = LLMRequest(scenario=spec.name, max_tokens=max_tokens, model=self.model, messages=messages,
                          sampling=dict(spec.sampling), extra=dict(spec.extra), session_id=self.session_id,
                          turn=turn, want_text=True, input_tokens=sum(message_words(m) for m in messages),
+                         resent_tokens=resent,
                          wait_s=call.wait_s, step_kind="graph", call_id=call.id, call_after="+".join(call.after))
         if self.ignore_eos:
             req.extra["ignore_eos"] = True

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from llmload.workload.json_text import json_lines
+
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
 PLAIN_KEYS = ("t", "input_tokens", "output_tokens", "prefix_id", "session_id", "hash_ids")
@@ -88,16 +90,6 @@ def _number(v: object) -> float | None:
     return x if x >= 0 and math.isfinite(x) else None
 
 
-def _json_object(line: str, name: str, lineno: int) -> dict:
-    try:
-        obj = json.loads(line)
-    except ValueError as e:
-        raise TraceError(f"{name}:{lineno}: not valid JSON: {e}") from None
-    if not isinstance(obj, dict):
-        raise TraceError(f"{name}:{lineno}: expected a JSON object, got {type(obj).__name__}")
-    return obj
-
-
 def _get_whole(obj: dict, key: str, name: str, lineno: int) -> int:
     if key not in obj:
         raise TraceError(f"{name}:{lineno}: {key}: missing")
@@ -133,11 +125,7 @@ def _text(obj: dict, key: str, name: str, lineno: int) -> str:
 # Each yields (line number, absolute time in seconds, request with t unset).
 
 def read_mooncake(lines: Iterable[str], name: str) -> Iterator[tuple[int, float, TraceRequest]]:
-    for lineno, line in enumerate(lines, 1):
-        s = line.strip()
-        if not s:
-            continue
-        obj = _json_object(s, name, lineno)
+    for lineno, obj in json_lines(lines, name, TraceError):
         if "timestamp" not in obj:
             raise TraceError(f"{name}:{lineno}: timestamp: missing (milliseconds from the trace start)")
         ms = _number(obj["timestamp"])
@@ -150,11 +138,7 @@ def read_mooncake(lines: Iterable[str], name: str) -> Iterator[tuple[int, float,
 
 
 def read_plain(lines: Iterable[str], name: str) -> Iterator[tuple[int, float, TraceRequest]]:
-    for lineno, line in enumerate(lines, 1):
-        s = line.strip()
-        if not s:
-            continue
-        obj = _json_object(s, name, lineno)
+    for lineno, obj in json_lines(lines, name, TraceError):
         for key in obj:
             if key not in PLAIN_KEYS:
                 raise TraceError(f"{name}:{lineno}: {key}: unknown key; expected {', '.join(PLAIN_KEYS)}")

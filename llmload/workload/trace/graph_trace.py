@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from llmload.workload.json_text import json_lines
 from llmload.workload.tasks.call_graph import GraphCall, GraphError, check_graph
 from llmload.workload.trace.formats import TraceError, TraceRequest
 
@@ -125,18 +126,8 @@ def _objects(text: str, path: str) -> list[tuple[int, dict]]:
             if not isinstance(o, dict):
                 raise TraceError(f"{path}: [{i}]: expected a JSON object (a session), got {type(o).__name__}")
         return [(0, o) for o in whole]
-    out = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as e:
-            raise TraceError(f"{path}:{lineno}: not valid JSON (one JSON object, a list, or JSON lines): {e}") from None
-        if not isinstance(obj, dict):
-            raise TraceError(f"{path}:{lineno}: expected a JSON object (a session), got {type(obj).__name__}")
-        out.append((lineno, obj))
-    return out
+    return list(json_lines(text.splitlines(), path, TraceError, "a JSON object (a session)",
+                           " (one JSON object, a list, or JSON lines)"))
 
 
 def detect(obj: dict, path: str, lineno: int = 0) -> str:

@@ -24,6 +24,7 @@ let chosen = null;  // a scenario the user picked
 let latency = [];  // the latency charts: [{name, title, description, series: [{name, key}]}] (metrics.json)
 let metricsUrls = [];
 let state = "";
+let verdict = null;  // the client's verdict over the run so far (history.json's client)
 let X0 = 0, X1 = MIN_SPAN_S;  // the shared time span (Unix seconds)
 const charts = new Map();  // element id → {u, key}
 window.llmload = {charts};  // for tests: the uPlot instances and their data
@@ -233,7 +234,16 @@ function render() {
   const mine = rows.filter(r => r.scenario === sel.value);
   const pts = k => mine.map(r => [r.time, r[k]]);
   for (const m of latency) {
-    draw(`chart-${m.name}`, "value", m.series.map(s => ({name: s.name, points: pts(s.key)})));
+    const id = `chart-${m.name}`;
+    const card = document.getElementById(id).parentElement;
+    // a metric that is another's exact copy here (TTFT visible without reasoning) gets no panel
+    card.hidden = !!m.differs_from && !mine.some(r => m.series.some(s =>
+      typeof r[s.key] === "number" && r[s.key] !== r[m.differs_from[s.name]]));
+    if (card.hidden) {
+      if (charts.has(id)) { charts.get(id).u.destroy(); charts.delete(id); }
+      continue;
+    }
+    draw(id, "value", m.series.map(s => ({name: s.name, points: pts(s.key)})));
   }
   draw("chart-tps", "value", [{name: "output tok/s", points: pts("output_tps")}]);
   draw("chart-load", "count", [{name: "in flight", points: pts("in_flight")}, {name: "users", points: pts("users")}]);
@@ -246,30 +256,22 @@ function render() {
 }
 
 function renderClient(last) {
+  // The client's verdict over the run so far is the end-of-run summary's own line (history.json's
+  // client.text, made by the same function over the same intervals): a limited interval stays in
+  // it after the load generator recovers, as it stays in the summary. Only "now" is the newest sample's.
   const client = document.getElementById("client");
   const errors = document.getElementById("errors");
   errors.textContent = last && last.errors_dominate
     ? `SERVER ERRORS: ${last.errors} of ${last.ok + last.errors} requests failed in the last window; the client is not the limit`
     : "";
-  client.className = "client";
-  if (!running() && rows.length) {
-    client.textContent = `client: the test has stopped (last sample at ${elapsed(X1 - X0)})`;
-  } else if (last && last.errors_dominate) {
-    client.textContent = "client: not judged (errors dominate)";
-  } else if (last) {
-    const advice = {
-      process: "this process is busy: add worker processes (--processes)",
-      machine: "the machine is busy, not llmload: free it; more worker processes will not help",
-      calibrated: "above the rate `llmload calibrate` measured per process: add worker processes",
-      stalls: "the event loop stalls while nothing is busy: see the run summary",
-    };
-    const causes = (last.client_cause || "").split(",").filter(Boolean).map(c => advice[c] || c).join("; ");
-    client.textContent = last.client_limited
-      ? `CLIENT-LIMITED: load generator CPU ${last.client_cpu_max} %, event-loop lag p99 ${last.client_lag_p99_ms_max} ms`
-        + (causes ? ` — ${causes}` : "")
-      : `client ok (CPU max ${last.client_cpu_max ?? "–"} %)`;
-    client.className = "client" + (last.client_limited ? " bad" : "");
-  }
+  const limited = verdict && verdict.limited_intervals > 0;
+  client.className = "client" + (limited ? " bad" : "");
+  if (!verdict || !last) return;
+  const now = !running() && rows.length ? `the test has stopped (last sample at ${elapsed(X1 - X0)})`
+    : last.errors_dominate ? "now: not judged (errors dominate)"
+    : last.client_limited ? `now: limited (CPU ${last.client_cpu_max} %, event-loop lag p99 ${last.client_lag_p99_ms_max} ms)`
+    : `now: ok (CPU ${last.client_cpu_max ?? "–"} %)`;
+  client.textContent = `${verdict.text} — ${now}`;
 }
 
 function renderServer() {
@@ -343,6 +345,7 @@ async function poll() {
         lastServerTime = data.server[data.server.length - 1].time;
       }
       metricsUrls = data.server_metrics || [];
+      verdict = data.client || null;
       state = data.state || "";
       render();
       renderState(data);

@@ -79,3 +79,25 @@ def test_an_archive_that_cannot_be_opened_fails_only_when_named(tmp_path, monkey
     assert main(["report", prefix, "--warmup-s", "2", "--out", str(tmp_path / "r2")]) == 0
     assert "warning: not archived" in capsys.readouterr().err
     assert (tmp_path / "r2" / "report.json").exists()
+
+
+def test_the_first_archive_write_says_where_and_how_to_turn_it_off(tmp_path, monkeypatch, capsys):
+    """Issue 32, item 20: `llmload report` created ~/.local/share/llmload/runs.sqlite without a word."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))  # the default path itself, under a home of the test's own
+    monkeypatch.delenv("LLMLOAD_ARCHIVE", raising=False)
+    db = home / ".local" / "share" / "llmload" / "runs.sqlite"
+    prefix = _run(tmp_path / "chat_requests.csv", 100.0)
+    assert main(["report", prefix, "--warmup-s", "2", "--out", str(tmp_path / "r1")]) == 0
+    first = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("llmload", "archived"))]
+    assert first[0] == (f"llmload report: started the run archive {db} (every report and sweep cell is added; "
+                        "`llmload history` lists them); --no-archive or LLMLOAD_ARCHIVE=off turns it off")
+    assert db.exists() and first[1].startswith("archived as run 1 in ")
+    assert main(["report", prefix, "--warmup-s", "2", "--out", str(tmp_path / "r2")]) == 0
+    again = capsys.readouterr().out
+    assert "started the run archive" not in again and "archived as run 2" in again  # once: at the file's creation
+    monkeypatch.setenv("LLMLOAD_ARCHIVE", "off")
+    assert main(["report", prefix, "--warmup-s", "2", "--out", str(tmp_path / "r3")]) == 0
+    assert "archived" not in capsys.readouterr().out
+    assert main(["history"]) == 2
+    assert "turned off (LLMLOAD_ARCHIVE=off)" in capsys.readouterr().err
