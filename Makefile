@@ -56,7 +56,7 @@ vllm: venv
 	$(PY) scripts/vllm_server.py install && $(PY) scripts/vllm_server.py model && $(PY) scripts/vllm_server.py lora
 
 # The suite's tiers (scripts/test_suite.py; docs/architecture.md, "The test suite"): every test but the
-# timing ones in 4 pytest processes side by side, then the timing tests alone, then the check that no
+# timing ones in 3 pytest processes side by side, then the timing tests alone, then the check that no
 # process is left. llama-server's build (and vLLM's and LiteLLM's installs) run beside them at idle priority; the
 # tests that need it wait for it.
 test: lint docs browser-deps llama-server-deps nginx-deps

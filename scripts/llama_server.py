@@ -401,9 +401,12 @@ def server_args(n_slots: int = 4, ctx_per_slot: int = 4096, alias: str = "tiny-l
     """The arguments tests use: ``n_slots`` parallel slots of ``ctx_per_slot`` tokens each (the
     context is split evenly between slots unless --kv-unified), Prometheus ``/metrics``,
     ``/slots``, the prompt cache (a repeated prefix is reused and reported as cached_tokens),
-    two threads (this machine's cores)."""
+    one thread: ggml's threads meet at a barrier after every operation, so with two threads on two
+    cores a neighbour that takes one core (another test, a build) can stall each barrier for up to a
+    scheduler slice, and the suite always has neighbours. One thread costs a tiny model little
+    (vLLM's tier runs one OpenMP thread for the same reason)."""
     return ["-np", str(n_slots), "-c", str(n_slots * ctx_per_slot), "--metrics", "--slots", "--cache-prompt",
-            "--alias", alias, "--threads", "2"]
+            "--alias", alias, "--threads", "1"]
 
 
 def start_llama_server(

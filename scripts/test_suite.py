@@ -10,8 +10,10 @@ The tiers (tests/conftest.py says which test is in which; docs/architecture.md, 
 3. **last**: tests/test_leftovers.py, once the builds are done: nothing the run started is alive.
 
 What the tests need built or installed (llama-server, vLLM, LiteLLM's proxy) is prepared beside the first tier at
-idle priority (SCHED_IDLE: it gets a core only when no test wants one); a test that needs it waits on
-its lock (scripts/llama_server.py, scripts/vllm_server.py). A failed preparation fails the run.
+idle priority (SCHED_IDLE: it gets a core only when no test wants one); the tests that need it are
+taken only once it has ended (their ``prepared_by`` marker, tests/support/shards.py), so no process
+sits waiting on a compile while other tests are left, and a test started by hand waits on its lock
+(scripts/llama_server.py, scripts/vllm_server.py). A failed preparation fails the run.
 
 Every tier runs even when one before it failed; the exit code is 1 if anything failed. Each pytest
 process's output is in ``build/suite/``, its JUnit file beside it; a ``--junitxml=PATH`` in
@@ -33,6 +35,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 import xml.etree.ElementTree as ET
@@ -46,6 +49,7 @@ RUN_VAR = "LLMLOAD_TEST_RUN"  # tests/support/leftovers.py: the mark on every pr
 SHARDS_VAR = "LLMLOAD_SHARDS"  # tests/support/shards.py
 SHARD_INDEX_VAR = "LLMLOAD_SHARD_INDEX"
 SHARD_COUNT_VAR = "LLMLOAD_SHARD_COUNT"
+PREPARED_VAR = "LLMLOAD_PREPARED"  # tests/support/shards.py: NAME.pending, then NAME.done, per preparation
 PROCESSES = 3  # side by side (docs/architecture.md, "The test suite": why three)
 PROGRESS_EVERY_S = 60.0
 SAVE_OVER_S = 2.0  # --save-durations keeps the tests at least this long (the rest keep the files' order)
@@ -90,7 +94,14 @@ class Preparation:
     started: float = field(default_factory=time.monotonic)
 
 
-def start_preparations(env: dict[str, str]) -> list[Preparation]:
+def _mark_done(proc: subprocess.Popen, done: Path) -> None:
+    proc.wait()
+    done.touch()
+
+
+def start_preparations(env: dict[str, str], marks: Path) -> list[Preparation]:
+    """Each build or install, at idle priority, with ``STEM.pending`` in ``marks`` while it runs and
+    ``STEM.done`` once it has ended: the side tier's processes take the tests that need it only then."""
     out = []
     env = {k: v for k, v in env.items() if k != RUN_VAR}  # not a test's process: waited for below
     for name, (script, *args) in PREPARATIONS:
@@ -104,6 +115,8 @@ def start_preparations(env: dict[str, str]) -> list[Preparation]:
         with open(log, "w") as f:
             proc = subprocess.Popen([*prefix, sys.executable, script, *args], cwd=ROOT, env=env, stdout=f,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        (marks / f"{Path(script).stem}.pending").touch()
+        threading.Thread(target=_mark_done, args=(proc, marks / f"{Path(script).stem}.done"), daemon=True).start()
         out.append(Preparation(name, proc, log))
     return out
 
@@ -279,7 +292,10 @@ def main(argv: list[str] | None = None) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     run_dir = Path(tempfile.mkdtemp(prefix="suite-run-"))  # no "llmload" in it: tests grep their logs for that
     t0 = time.monotonic()
-    preparations = [] if opts.no_prepare else start_preparations(env)
+    marks = run_dir / "prepared"
+    marks.mkdir()
+    env[PREPARED_VAR] = str(marks)
+    preparations = [] if opts.no_prepare else start_preparations(env, marks)
     times: list[tuple[str, float, str]] = []
     junits: list[Path] = []
     ok = True

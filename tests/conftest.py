@@ -26,7 +26,10 @@ The rules:
   session fixtures start one sets ``SHARED_SERVER = "name"`` (llamacpp.py: ``"llama"``); every test
   that uses one of its fixtures gets marker ``shared(name)``, so the whole group runs in one process
   against one server, after the wait for its build or install. Such a module must not be needed by
-  a ``timing`` test (the server would start twice).
+  a ``timing`` test (the server would start twice). Its ``PREPARED_BY = "name"`` (or a test's
+  ``prepared_by(name)`` marker) names the build or install of ``make test`` it needs: side by side,
+  no process takes such a test until that preparation has ended, so none sits waiting on a compile
+  while other tests are left to run.
 * No fixed port: port 0 where the server can report its port (the mock, llama-server), else
   :func:`tests.support.processes.free_port`.
 * No process left behind: every process a test starts carries the test's mark
@@ -58,6 +61,7 @@ from collections.abc import Iterator  # noqa: E402
 import pytest  # noqa: E402
 
 from tests.support import leftovers, shards  # noqa: E402
+from tests.support import vllm as vllm_support  # noqa: E402
 from tests.support.processes import ROOT, Mock, start_mock, stop_mock  # noqa: E402
 from tests.support.vllm import order_key as vllm_order_key  # noqa: E402
 from tests.support.vllm import vllm_server_fixture  # noqa: E402, F401  (one for the session: defined here)
@@ -76,17 +80,18 @@ os.environ.setdefault(leftovers.RUN_VAR, uuid.uuid4().hex)
 leftovers.note_test_process()
 
 
-def _shared_server(item, cache: dict[str, str | None]) -> str | None:
-    """The SHARED_SERVER of the fixture module behind any fixture ``item`` uses, if one has it."""
+def _shared_server(item, cache: dict[str, tuple[str | None, str | None]]) -> tuple[str | None, str | None]:
+    """The SHARED_SERVER of the fixture module behind any fixture ``item`` uses, if one has it, and
+    the module's PREPARED_BY (the preparation of scripts/test_suite.py its server needs)."""
     defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
     for name in getattr(item, "fixturenames", ()):
         if name not in cache:
             fixturedefs = defs.get(name) or ()
             module = sys.modules.get(getattr(fixturedefs[-1].func, "__module__", "")) if fixturedefs else None
-            cache[name] = getattr(module, "SHARED_SERVER", None)
-        if cache[name]:
+            cache[name] = (getattr(module, "SHARED_SERVER", None), getattr(module, "PREPARED_BY", None))
+        if cache[name][0]:
             return cache[name]
-    return None
+    return None, None
 
 
 def _durations() -> dict[str, float]:
@@ -104,20 +109,25 @@ def pytest_collection_modifyitems(config, items) -> None:
     """Each test gets its folder's marker, and the ``shared`` marker of the shared server it uses.
 
     Run side by side (tests/support/shards.py), the shared servers' tests go first (each group is
-    one process's long chain: started early, it ends with the rest), then the others longest first,
+    one process's long chain: started early, it ends with the rest; a group whose build or install is
+    still going is taken once it has ended, its ``prepared_by`` marker), then the others longest first,
     the unit tests after them (short ones fill the processes at the end). A plain ``pytest`` run keeps
     the files' order and puts the shared servers' tests last (llama-server may still be building
     beside it). The leftover check is always last."""
-    cache: dict[str, str | None] = {}
+    cache: dict[str, tuple[str | None, str | None]] = {}
     groups: dict[int, str] = {}
     for item in items:
         part = os.path.relpath(str(item.path), TESTS).split(os.sep)[0]
         if part in FOLDER_MARKERS:
             item.add_marker(getattr(pytest.mark, part))
-        group = _shared_server(item, cache) or ("vllm" if vllm_order_key(item) else None)  # own-server modules too
+        group, prepared_by = _shared_server(item, cache)
+        if group is None and vllm_order_key(item):  # the vLLM modules with a server of their own
+            group, prepared_by = vllm_support.SHARED_SERVER, vllm_support.PREPARED_BY
         if group is not None:
             groups[id(item)] = group
             item.add_marker(pytest.mark.shared(group))
+        if prepared_by is not None and not item.get_closest_marker("prepared_by"):
+            item.add_marker(pytest.mark.prepared_by(prepared_by))
     side_by_side = bool(os.environ.get(shards.DIR_VAR))
     seconds = _durations() if side_by_side else {}
 

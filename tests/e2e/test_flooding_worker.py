@@ -6,8 +6,9 @@ workers' messages and rows, in 1-row messages or in 100-row ones (tests/support/
 ``--mode flood``).
 
 The test watches the master's requests CSV as it grows (each batch goes to the kernel as it is
-written) and holds every honest row to having been written within ``IN_TIME_S`` of its request's
-end, so well before the step after its own ended; the master's live view (PREFIX_llm_history.csv) held every
+written) and holds the honest rows to having been written within ``IN_TIME_S`` of their request's
+end, so well before the step after their own ended (all but the few a host's hiccup held, and none
+past ``WORST_S``); the master's live view (PREFIX_llm_history.csv) held every
 honest row in the samples that cover it. Every request the server saw has its row, the flooder's
 rows are all taken (valid rows of a worker of the run: by design nothing is dropped), and the run
 ends clean. tests/unit/test_ingest_fairness.py shows the queue's fairness in-process."""
@@ -40,6 +41,11 @@ STEPS = "2,4,6"
 IN_TIME_S = 2.0
 """An honest row is written this soon after its request ended (its worker ships every 0.5 s; 0.6 s
 seen with the flood, 4.2 s when the receive loop read the flood's backlog without a pause)."""
+LATE_SHARE = 0.1
+"""At most this share of the honest rows may miss IN_TIME_S: a starved master is late for the whole
+flood (it lasts from spawn to stop), while a fair one on a busy host had one ~2-s hiccup that held
+the rows both workers shipped in it (7 of 159 rows 2.05-2.41 s late in a fresh CI run's timing tier)."""
+WORST_S = 4.0  # and none later than this: the unpaused receive loop's 4.2 s
 BACKLOG = 150_000  # the flood's rows sent and not yet in the CSV, at most (~4 s of the master's reading)
 LIVE_LAG_S = 4.0
 WINDOW_S = 10  # the master's live window ends this long before its sample (Role.live_lag_s)
@@ -172,9 +178,11 @@ def test_a_worker_that_floods_cannot_starve_the_others(mock_factory, tmp_path, r
     end = rows["start_time"] + rows["e2e_ms"].fillna(0) / 1000.0
     late = [(rid, round(seen[rid] - e, 2)) for rid, e in zip(rows["request_id"], end, strict=True)
             if rid not in seen or seen[rid] - e >= IN_TIME_S]
+    unseen = [rid for rid in rows["request_id"] if rid not in seen]
     delays = [seen[rid] - e for rid, e in zip(rows["request_id"], end, strict=True) if rid in seen]
     print(f"flood {peer}; honest rows {len(rows)} (max per worker {per_worker}), written after their end: "
           f"max {max(delays):.2f} s, p99 {pd.Series(delays).quantile(0.99):.2f} s")
-    assert not late, f"{len(late)} of {len(rows)} honest rows written late or unseen: {late[:10]}\n{lines}"
+    assert not unseen and max(delays) < WORST_S and len(late) <= LATE_SHARE * len(rows), \
+        f"{len(late)} of {len(rows)} honest rows written late, {len(unseen)} unseen: {late[:10]}\n{lines}"
     assert _live_view_held_every_honest_row(history, rows) >= 2
     assert time.monotonic() - t0 < 60

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -43,7 +44,10 @@ def test_a_steady_step_ends_early_and_a_slow_one_runs_to_its_cap(mock_factory, t
     log = shape["step_log"]
     assert [(e["users"], e["ended"]) for e in log] == [(2, "precise"), (4, "precise")], log
     assert all(e["seconds"] < 90 for e in log), log  # before the cap: ~12 s quiet, 70 s once at load average 7
-    assert all("within 5 %" in e["why"] and "ttft_p95_ms 15" in e["why"] for e in log), log
+    assert all("within 5 %" in e["why"] for e in log), log
+    # the p95 the step judged: the mock's 150 ms and what the client adds (16x ms on a busy machine)
+    p95s = [float(re.search(r"ttft_p95_ms ([0-9.]+)", e["why"]).group(1)) for e in log]
+    assert all(150 <= v < 400 for v in p95s), log
     rows = load_rows(steady)
     assert rows["start_time"].max() - rows["start_time"].min() < 120  # the schedule's cap is 180 s
     text, data = _report(steady, tmp_path, "steady_report")

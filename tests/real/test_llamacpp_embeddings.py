@@ -28,7 +28,7 @@ def embedding_server(tiny_model) -> Iterator[str]:
     try:
         proc, url = start_llama_server(tiny_model, 0, ["--embeddings", "--pooling", "mean", "-np", "2", "-c", "2048",
                                                        "--alias", "tiny",
-                                                       "--threads", "2"], binary=binary,
+                                                       "--threads", "1"], binary=binary,
                                        log_path=tiny_model.with_name("llama-server-embeddings.log"))
     except LlamaServerError as e:
         pytest.fail(f"llama-server --embeddings did not start: {e}", pytrace=False)

@@ -26,7 +26,7 @@ def rerank_server(tiny_model) -> Iterator[str]:
     binary = _build_or_fail()
     try:
         proc, url = start_llama_server(tiny_model, 0, ["--reranking", "-np", "2", "-c", "4096", "--alias", "tiny",
-                                                       "--threads", "2"], binary=binary,
+                                                       "--threads", "1"], binary=binary,
                                        log_path=tiny_model.with_name("llama-server-rerank.log"))
     except LlamaServerError as e:
         pytest.fail(f"llama-server --reranking did not start: {e}", pytrace=False)

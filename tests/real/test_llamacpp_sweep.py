@@ -19,7 +19,7 @@ from tests.support.processes import ROOT
 # --no-repack: this llama.cpp's CPU repack of Q8_0 weights crashes on matrices this small (see
 # write_tiny_model); both quantisations get it, so the cells differ only in weights and slots.
 SERVE = ("{binary} -m {model} --host 127.0.0.1 --port {{port}} --no-webui --parallel {{parallel}} "
-         "-c 8192 --threads 2 --no-repack --alias tiny-llama")
+         "-c 8192 --threads 1 --no-repack --alias tiny-llama")
 PLAN = """\
 slo: [ttft_p95_ms=5000]
 target_rps: 20

@@ -56,7 +56,9 @@ def test_a_locust_run_against_vllms_pooling_runner(pooling_vllm: Vllm, tmp_path)
                       "--input-tokens", "8-64", "--model", pooling_vllm.model], tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     rows = load_rows(prefix)
-    assert len(rows) >= 5 and set(rows["status"]) == {"ok"}, rows["error"].value_counts().to_dict()
+    # a request batches 1-32 inputs (~1,500 prompt tokens): 2.6-4.0 s each on a busy machine, so 5 s of
+    # 2 users holds as few as 4 (CI's fresh run); what is checked is each row and their token sum
+    assert len(rows) >= 2 and set(rows["status"]) == {"ok"}, rows["error"].value_counts().to_dict()
     assert (rows["prompt_tokens"] > 0).all() and (rows["inputs"] >= 1).all()
     grown = pooling_vllm.metrics()["vllm:prompt_tokens_total"] - before["vllm:prompt_tokens_total"]
     assert rows["prompt_tokens"].sum() == grown

@@ -40,6 +40,7 @@ from scripts.llama_server import (
 )
 
 SHARED_SERVER = "llama"  # tests/conftest.py: every test of these fixtures on one xdist worker, one server
+PREPARED_BY = "llama_server"  # scripts/test_suite.py: the build these fixtures wait for
 N_SLOTS = 4
 CTX_PER_SLOT = 4096  # room for a ~2,500-token prompt plus its reply in every slot
 MODEL_ALIAS = "tiny-llama"

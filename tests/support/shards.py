@@ -5,7 +5,8 @@ set to a directory they share. Each collects the same tests in the same order (t
 sorts them), and runs a unit of work only once it has claimed it: a claim is a file created with
 ``O_EXCL``, so exactly one process gets each. A unit is one test, or every test of one shared
 server's group (``SHARED_SERVER``, tests/conftest.py): those run in one process, one after another,
-against one server.
+against one server. A unit that needs a build or install still going beside the tests (its
+``prepared_by`` marker; ``LLMLOAD_PREPARED``) is taken only once that has ended.
 
 Why not pytest-xdist: its worker talks to the controller through a thread and ``threading``
 primitives, and the tests' process is monkey-patched by gevent (tests/conftest.py; Locust patches
@@ -28,11 +29,15 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable, Iterator
 
 import pytest
 
 DIR_VAR = "LLMLOAD_SHARDS"
 INDEX_VAR = "LLMLOAD_SHARD_INDEX"
+PREPARED_VAR = "LLMLOAD_PREPARED"
+"""A directory where scripts/test_suite.py keeps ``NAME.pending`` for each build or install it runs
+beside the tests, and ``NAME.done`` once that has ended (whatever its exit code)."""
 
 
 def _dir() -> str | None:
@@ -52,6 +57,41 @@ def units(items: list) -> list[list]:
             out.append([item])
         last = group
     return out
+
+
+def ready(unit: list) -> bool:
+    """Whether no preparation this unit needs is still going (a test then waits on its lock)."""
+    directory = os.environ.get(PREPARED_VAR)
+    mark = unit[0].get_closest_marker("prepared_by")
+    if not directory or mark is None:
+        return True
+    name = mark.args[0]
+    return not os.path.exists(os.path.join(directory, f"{name}.pending")) or \
+        os.path.exists(os.path.join(directory, f"{name}.done"))
+
+
+def claim_order(work: list[list], is_ready: Callable[[list], bool],
+                is_taken: Callable[[int], bool]) -> Iterator[tuple[int, list]]:
+    """The units to try to claim, with their numbers: in the collection's order, except that a unit
+    whose build or install is still going is left for later, tried first once ``is_ready`` says it
+    has ended, and tried anyway when nothing else is left (its tests then wait on its lock). Never
+    waits itself: the loop below asks for the next test before it runs this one. A unit
+    ``is_taken`` (another process claimed it) is dropped."""
+    queue, deferred = iter(enumerate(work)), []
+    while True:
+        deferred = [d for d in deferred if not is_taken(d[0])]
+        now = next((d for d in deferred if is_ready(d[1])), None)
+        if now is None:
+            now = next(queue, None)
+            if now is None:
+                if not deferred:
+                    return
+                now = deferred[0]
+            elif not is_ready(now[1]):
+                deferred.append(now)
+                continue
+        deferred = [d for d in deferred if d[0] != now[0]]
+        yield now
 
 
 def _claim(path: str) -> bool:
@@ -93,9 +133,12 @@ def pytest_runtestloop(session) -> bool | None:
     _same_collection(directory, [item.nodeid for item in session.items])
     work = units(session.items)
 
+    def claim_path(n: int) -> str:
+        return os.path.join(directory, "claims", str(n))
+
     def claimed():
-        for n, unit in enumerate(work):
-            if _claim(os.path.join(directory, "claims", str(n))):
+        for n, unit in claim_order(work, ready, lambda n: os.path.exists(claim_path(n))):
+            if _claim(claim_path(n)):
                 yield from unit
 
     # The next test is claimed before this one runs: pytest tears down after each test what the next

@@ -64,6 +64,7 @@ def _pooling_args() -> list[str]:
 
 
 SHARED_SERVER = "vllm"  # tests/conftest.py: every vLLM test in one process (the session server launches the rest)
+PREPARED_BY = "vllm_server"  # scripts/test_suite.py: the install these fixtures wait for
 OWN_SERVERS = {"small": _small_batch_args, "pooling": _pooling_args}
 """The servers with other flags, by name: two sequences, the priority scheduler and a LoRA adapter
 (tests/real/test_vllm_small_batch.py); the pooling runner (tests/real/test_vllm_pooling.py)."""
