@@ -45,7 +45,10 @@ def test_a_step_run_past_the_kv_capacity_is_limited_by_the_kv_cache(mock_factory
     assert [s["users"] for s in steps] == [4, 8, 12, 20]
     kv = [s["server"]["kv_usage"]["mean"] for s in steps]
     assert kv[0] < kv[1] < kv[2] <= kv[3] + 0.02, kv                   # rising step by step
-    assert kv[0] == pytest.approx(4 * 250 / 3100, abs=0.03) and kv[1] == pytest.approx(8 * 250 / 3100, abs=0.05)
+    # each user in flight holds 250 tokens; one between its requests holds none, so a busy client lowers
+    # the mean (0.585 for 8 users' 0.645 once: 7.3 in flight) and nothing raises it
+    for users, usage in ((4, kv[0]), (8, kv[1])):
+        assert 0.8 <= usage / (users * 250 / 3100) <= 1.05, (users, kv)
     assert steps[3]["server"]["running"]["max"] == 12 and steps[3]["server"]["waiting"]["mean"] >= 4
     cap = data["capacity"]
     assert cap["users"] == 12 and "ttft_p95_ms" in cap["limited_by"], cap
