@@ -113,6 +113,7 @@ class OpenAITransport:
         received = 0  # the body's bytes as the SDK's HTTP client handed them over (Locust's size)
         watchdog: gevent.Greenlet | None = None
         timed_out: list[str] = []
+        reading = [True]  # cleared before this call leaves its reading: a deadline is thrown only inside it
         try:
             with self._create()(stream=True, extra_headers=hdrs, extra_body=extra_body or None, **std) as resp:
                 code = resp.status_code
@@ -128,7 +129,7 @@ class OpenAITransport:
                 except InflateError as e:
                     return R.failed_record(meta, R.PROTOCOL_ERROR, str(e), http_status=code,
                                            e2e_ms=(perf_counter() - t0) * 1000.0)
-                watchdog = gevent.spawn(self._watch, acc, gevent.getcurrent(), timed_out)
+                watchdog = gevent.spawn(self._watch, acc, gevent.getcurrent(), timed_out, reading)
                 times = acc.times
                 max_events = output_event_cap(meta.max_tokens)
                 try:
@@ -169,6 +170,7 @@ class OpenAITransport:
                     on_cancel(acc.finish(meta, "cancelled", perf_counter(), http_status=code))
                 raise
         finally:
+            reading[0] = False
             if watchdog is not None:
                 watchdog.kill(block=False)
         t_end = perf_counter()
@@ -184,8 +186,13 @@ class OpenAITransport:
         rec.response_bytes, rec.clock_stamped = received, True  # stamped when the SDK hands the bytes over
         return rec
 
-    def _watch(self, acc: R.StreamAccumulator, user: Any, timed_out: list[str]) -> None:
-        """The deadlines (first token, between output events, the whole request): interrupt the read."""
+    def _watch(self, acc: R.StreamAccumulator, user: Any, timed_out: list[str], reading: list[bool]) -> None:
+        """The deadlines (first token, between output events, the whole request): interrupt the read.
+
+        Not with ``gevent.kill``: it throws from a callback of the hub's next turn, and when the
+        read ended meanwhile (the stream's last bytes came in the same turn) the exception landed
+        wherever the user next waited, outside this call (once in a test's teardown, on a busy host).
+        The callback here throws only while the call is still reading."""
         d = self._deadlines
         while True:
             times = acc.times
@@ -195,13 +202,18 @@ class OpenAITransport:
             left = deadline - perf_counter()
             if left <= 0:
                 timed_out.append(d.detail(acc.t0, times))
-                gevent.kill(user, _Deadline(timed_out[0]))
+                gevent.get_hub().loop.run_callback(_interrupt, user, reading, _Deadline(timed_out[0]))
                 return
             gevent.sleep(left)
 
 
 class _Deadline(Exception):
     """Raised into the user's greenlet when a deadline passes while the SDK reads."""
+
+
+def _interrupt(user: Any, reading: list[bool], exc: _Deadline) -> None:
+    if reading[0] and not user.dead:
+        user.throw(exc)
 
 
 def _take(chunks: Any, limit: int) -> list[bytes]:

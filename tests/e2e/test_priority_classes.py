@@ -33,7 +33,9 @@ workloads:
     output_tokens: 40
 """
 SLOS = ("interactive:ttft_p95_ms=600", "batch:ttft_p95_ms=600")
-# The isolation runs: 4 interactive users (as many as the slots: alone they never queue) beside 8 batch users
+# The isolation runs: 4 interactive users (as many as the slots: alone they never queue) beside 8 batch users,
+# 12 s a phase: under fcfs the interactive class waits seconds for a slot, and 8 s left it 4 samples together
+# on a busy host
 ISOLATION_SCENARIO = SCENARIO.replace("weight: 5", "weight: 2")
 
 
@@ -68,7 +70,7 @@ def test_priority_scheduling_keeps_the_urgent_class_within_its_slo_while_the_bat
 def _isolation_run(mock_factory, tmp_path, policy: str) -> dict:
     mock = mock_factory(*ENGINE, "--scheduling", policy)
     rows, _, prefix = run_scenario(tmp_path, mock, ISOLATION_SCENARIO, f"iso_{policy}", "--isolation",
-                                     "--isolation-users", "12", "--isolation-seconds", "8", timeout=180)
+                                     "--isolation-users", "12", "--isolation-seconds", "12", timeout=240)
     phases = {p: set(g["priority"]) for p, g in rows.groupby("phase")}
     # each class ran alone in its phase (most urgent first), then both together
     assert phases == {"alone:high": {"high"}, "alone:low": {"low"}, "together": {"high", "low"}}, phases
