@@ -69,6 +69,24 @@ def raise_priority(pid: int = 0) -> None:
         pass
 
 
+def raise_tree_priority(pid: int) -> None:
+    """:func:`raise_priority` for every thread of ``pid`` and of its descendants (a nice value is a
+    thread's own: an engine computes and answers from threads and child processes of its own)."""
+    import psutil  # Locust's dependency
+
+    try:
+        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return
+    for proc in procs:
+        try:
+            threads = [t.id for t in proc.threads()]
+        except psutil.Error:
+            continue
+        for tid in threads:
+            raise_priority(tid)
+
+
 def start_mock(tmp_path, *args: str) -> Mock:
     log_path = str(tmp_path / f"mock-{time.monotonic_ns()}.jsonl")
     proc, url = start_mock_process(["--log", log_path, *args], cwd=ROOT)
