@@ -17,6 +17,7 @@ from typing import Any
 W, H = 580, 300  # two a row inside 1,280 px, a scroll bar included
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 46, 58  # the top margin holds the title and, under it, the limit's label
 ERROR_FLOOR_MS = 0.001  # the error axis is logarithmic: a perfect 0 is drawn here
+MIN_TICK_PX = 14.0  # a label is 12 px tall: closer ones overlap
 CHAR_PX = 8.0  # a generous width of one character of a 12-px label, to tell whether it fits
 
 
@@ -52,8 +53,13 @@ def _chart(title: str, points: list[dict[str, Any]], key: str, log: bool, line: 
     # axes, y ticks
     out.append(f'<line x1="{LEFT}" y1="{H - BOTTOM}" x2="{W - RIGHT}" y2="{H - BOTTOM}" class="ax"/>'
                f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{H - BOTTOM}" class="ax"/>')
-    ticks = ([10 ** e for e in range(math.floor(vmin), math.ceil(vmax) + 1) if vmin <= e <= vmax] if log
-             else [v for v in (90, 92, 94, 96, 98, 99, 100) if vmin <= v <= vmax][-5:])
+    if log:
+        ticks = [10 ** e for e in range(math.floor(vmin), math.ceil(vmax) + 1) if vmin <= e <= vmax]
+    else:  # from 100 down, each label at least MIN_TICK_PX below the last (a --share of 50 % spans 50 points)
+        ticks = []
+        for v in (100, 99, 98, 96, 94, 92, 90, 80, 70, 60, 50, 40, 30, 20, 10, 0):
+            if vmin <= v <= vmax and (not ticks or y(v) - y(ticks[-1]) >= MIN_TICK_PX):
+                ticks.append(v)
     for t in ticks:
         out.append(f'<line x1="{LEFT - 4}" y1="{y(t):.1f}" x2="{W - RIGHT}" y2="{y(t):.1f}" class="grid"/>'
                    f'<text x="{LEFT - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{t:g}</text>')

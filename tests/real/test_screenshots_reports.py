@@ -150,11 +150,14 @@ def test_sweep_and_calibrate_pages_in_chromium(tmp_path):
     res = subprocess.run([sys.executable, "-m", "llmload.cli", "sweep", str(plan), "--out", str(tmp_path / "sweep")],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    cal = tmp_path / "cal.json"  # 4 and 8 streams of short requests both hold: the limit is the last point
+    # 4 and 8 streams of short requests both hold: the limit is the last point. Tolerances far past the
+    # default 1 ms: the page's layout is checked, not the client (beside a busy loop 98.1 % of requests
+    # were within 1 ms, and with no point holding there was no limit to label)
+    cal = tmp_path / "cal.json"
     res = subprocess.run([sys.executable, "-m", "llmload.cli", "calibrate", "--streams", "4,8", "--step-seconds", "2",
                           "--repeats", "1", "--input-tokens", "32", "--output-tokens", "8", "--ttft-ms", "20",
-                          "--itl-ms", "10", "--out", str(cal)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=400)
+                          "--itl-ms", "10", "--ttft-error-ms", "200", "--itl-max-error-ms", "200", "--share", "0.5",
+                          "--out", str(cal)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     driver = chromium(tmp_path / "profile")
     try:
@@ -171,6 +174,7 @@ def test_sweep_and_calibrate_pages_in_chromium(tmp_path):
         assert overlapping_text(driver) == [], "calibrate: texts over each other"
         assert driver.execute_script(TEXT_OUTSIDE_ITS_SVG) == [], "calibrate: a label runs past its chart"
         limit = json.loads(cal.read_text())["per_process"]["max_streams"]
+        assert limit == 8, json.loads(cal.read_text())["per_process"]
         assert driver.find_elements("xpath", f"//*[name()='text'][.='limit {limit}']")
     finally:
         driver.quit()

@@ -3,6 +3,7 @@ step judged against them, the curve, the result, the page, and the live verdict'
 
 from __future__ import annotations
 
+import re
 import socket
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from llmload.calibrate.climb import Climb
 from llmload.calibrate.command import build_result, summary_lines
 from llmload.calibrate.curve import curve
-from llmload.calibrate.page import render_page
+from llmload.calibrate.page import MIN_TICK_PX, _chart, render_page
 from llmload.calibrate.step import CalibrateSettings
 from llmload.calibrate.tolerance import Tolerances, accuracy, combine, judge
 from llmload.health.calibration import from_dict, save_calibration
@@ -276,3 +277,15 @@ def test_a_calibration_of_several_processes_binds_a_master_port_of_its_own():
     cmd = locust_command("lf.py", "http://127.0.0.1:1", 8, 5, 2, "/tmp/p")
     port = cmd[cmd.index("--master-bind-port") + 1]
     assert cmd[cmd.index("--processes") + 1] == "2" and cmd[cmd.index("--master-port") + 1] == port != "5557"
+
+
+def test_the_share_charts_tick_labels_never_crowd_a_wide_range():
+    """A --share of 50 % spans 50 points: 99 and 100 were 3.9 px apart, labels over each other."""
+
+    points = [{"streams": 4, "ttft_share": 1.0, "ok": True, "tps": 300.0},
+              {"streams": 8, "ttft_share": 0.97, "ok": True, "tps": 600.0}]
+    for share in (50.0, 90.0, 99.0):
+        svg = _chart("x", points, "ttft_share", False, share, f"--share {share:g} %", 8, "%", scale=100)
+        ticks = [(float(y), float(v)) for y, v in re.findall(r'y="([0-9.]+)" text-anchor="end">([0-9.]+)</text>', svg)]
+        assert ticks[0][1] == 100 and len(ticks) >= 3, ticks
+        assert all(b[0] - a[0] >= MIN_TICK_PX for a, b in zip(ticks, ticks[1:], strict=False)), ticks
