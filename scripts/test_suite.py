@@ -60,6 +60,11 @@ PREPARATIONS = (
     ("vLLM install", ("scripts/vllm_server.py", "install")),
     ("LiteLLM install", ("llmload/sweep/fleet/litellm.py", "install")),
 )
+# The alone tier's servers, started once their install is done, during the side tier at idle priority
+# (a start there is the whole suite's wall time: ~30 s quiet); the module that needs one adopts it
+# (tests/support/vllm.py, "a server started ahead"), and the suite stops any left before the last tier.
+AHEAD = {"vLLM install": ("-m", "tests.support.vllm", "prelaunch", "small")}
+PREPARATIONS_BY_NAME = {name: script for name, (script, *_args) in PREPARATIONS}
 
 
 @dataclass(frozen=True)
@@ -94,16 +99,20 @@ class Preparation:
     started: float = field(default_factory=time.monotonic)
 
 
-def _mark_done(proc: subprocess.Popen, done: Path) -> None:
-    proc.wait()
+def _mark_done(proc: subprocess.Popen, done: Path, then: list[str] | None, env: dict[str, str]) -> None:
+    if proc.wait() == 0 and then:
+        with open(done.with_suffix(".ahead.log"), "w") as f:  # it starts the server and returns
+            subprocess.run(then, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     done.touch()
 
 
-def start_preparations(env: dict[str, str], marks: Path) -> list[Preparation]:
+def start_preparations(env: dict[str, str], marks: Path, ahead: bool) -> list[Preparation]:
     """Each build or install, at idle priority, with ``STEM.pending`` in ``marks`` while it runs and
-    ``STEM.done`` once it has ended: the side tier's processes take the tests that need it only then."""
+    ``STEM.done`` once it has ended: the side tier's processes take the tests that need it only then.
+    ``ahead``: then start the alone tier's servers (:data:`AHEAD`; marked as the run's, so the last
+    tier sees one left behind)."""
     out = []
-    env = {k: v for k, v in env.items() if k != RUN_VAR}  # not a test's process: waited for below
+    run_env, env = env, {k: v for k, v in env.items() if k != RUN_VAR}  # not a test's process: waited for below
     for name, (script, *args) in PREPARATIONS:
         if not (ROOT / script).is_file():
             continue
@@ -116,16 +125,26 @@ def start_preparations(env: dict[str, str], marks: Path) -> list[Preparation]:
             proc = subprocess.Popen([*prefix, sys.executable, script, *args], cwd=ROOT, env=env, stdout=f,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         (marks / f"{Path(script).stem}.pending").touch()
-        threading.Thread(target=_mark_done, args=(proc, marks / f"{Path(script).stem}.done"), daemon=True).start()
+        then = [*prefix, sys.executable, *AHEAD[name], str(marks)] if ahead and name in AHEAD else None
+        threading.Thread(target=_mark_done, args=(proc, marks / f"{Path(script).stem}.done", then, run_env),
+                         daemon=True).start()
         out.append(Preparation(name, proc, log))
     return out
 
 
-def finish_preparations(preparations: list[Preparation], times: list) -> bool:
+def finish_preparations(preparations: list[Preparation], times: list, marks: Path) -> bool:
     ok = True
     for p in preparations:
         rc = p.proc.wait()
+        while rc == 0 and p.name in AHEAD and not (marks / f"{Path(PREPARATIONS_BY_NAME[p.name]).stem}.done").exists():
+            time.sleep(0.5)  # its server's start-ahead is still going: stopped below once it has said where
         times.append((p.name, time.monotonic() - p.started, f"exit {rc}"))
+        if p.name in AHEAD:
+            sys.path.insert(0, str(ROOT))
+            from tests.support.vllm import stop_prelaunched  # pytest's imports: only when it is needed
+
+            for name in stop_prelaunched(marks):
+                print(f"test suite: {name} was started ahead and no test took it: stopped")
         if rc != 0:
             tail = p.log.read_text(errors="replace").splitlines()[-20:]
             print(f"test suite: the {p.name} failed (exit {rc}); {p.log}:\n" + "\n".join(tail), flush=True)
@@ -295,13 +314,14 @@ def main(argv: list[str] | None = None) -> int:
     marks = run_dir / "prepared"
     marks.mkdir()
     env[PREPARED_VAR] = str(marks)
-    preparations = [] if opts.no_prepare else start_preparations(env, marks)
+    preparations = [] if opts.no_prepare else start_preparations(env, marks, ahead=any(t.name == "alone"
+                                                                                        for t in chosen))
     times: list[tuple[str, float, str]] = []
     junits: list[Path] = []
     ok = True
     for tier in chosen:
         if tier.name == "last":  # the builds' processes end before "nothing is left" is checked
-            ok = finish_preparations(preparations, times) and ok
+            ok = finish_preparations(preparations, times, marks) and ok
             preparations = []
         print(f"\ntest suite: tier '{tier.name}': {tier.what}", flush=True)
         start = time.monotonic()
@@ -311,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         times.append((f"tier {tier.name}", time.monotonic() - start, f"{len(cases)} tests, {failed} failed"))
         junits += files
         ok = ok and rc == 0
-    ok = finish_preparations(preparations, times) and ok
+    ok = finish_preparations(preparations, times, marks) and ok
     if junit_dest:
         merge_junit(junits, junit_dest)
     report(times, junits, time.monotonic() - t0, opts.slowest)

@@ -84,6 +84,7 @@ def _shared_server(item, cache: dict[str, tuple[str | None, str | None]]) -> tup
     """The SHARED_SERVER of the fixture module behind any fixture ``item`` uses, if one has it, and
     the module's PREPARED_BY (the preparation of scripts/test_suite.py its server needs)."""
     defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    prepared_by = None  # a fixture module of no shared server may still need a build (llamacpp_binary.py)
     for name in getattr(item, "fixturenames", ()):
         if name not in cache:
             fixturedefs = defs.get(name) or ()
@@ -91,7 +92,8 @@ def _shared_server(item, cache: dict[str, tuple[str | None, str | None]]) -> tup
             cache[name] = (getattr(module, "SHARED_SERVER", None), getattr(module, "PREPARED_BY", None))
         if cache[name][0]:
             return cache[name]
-    return None, None
+        prepared_by = prepared_by or cache[name][1]
+    return None, prepared_by
 
 
 def _durations() -> dict[str, float]:

@@ -72,7 +72,13 @@ def test_below_the_limit_is_not_client_limited_a_stalled_loop_is(tmp_path, mock_
     # tokens 20 ms apart, as calibrate's mock: a preemption of a few ms coalesces none, a 30-ms stall does
     mock = mock_factory("--profile", "fixed", "--ttft-ms", "50", "--itl-ms", "20")
     hist, out = run(tmp_path, mock, "quiet", stall=False)
-    causes = {c for c in hist["client_cause"].dropna() if c}
+    # The first interval holds the users' start (on_start: a connection, the workload): one-off work that
+    # a host whose other processes hold a core stretches past the curve's floor (one 23-ms turn of CPU
+    # beside a fresh machine's compile, other processes 195 % of a core). The stalled run below stalls
+    # 30 ms of CPU every 100 ms, in every interval.
+    first = hist["time"] == hist["time"].min()
+    start_up = first & (hist["client_cause"] == "calibrated") & (hist["client_others_cpu_max"] >= 100)
+    causes = {c for c in hist.loc[~start_up, "client_cause"].dropna() if c}
     assert len(hist) >= 3 and "calibrated" not in causes, (hist[["client_cause"]], out[-2000:])
     # (a neighbour's load may still make an interval the machine's: that is no verdict on this client)
     assert causes <= {"machine"}, causes

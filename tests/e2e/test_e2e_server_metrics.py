@@ -120,7 +120,9 @@ def test_a_dead_or_huge_metrics_endpoint_does_not_touch_the_load(mock_factory, t
         assert len(said) == 1, said                     # one warning, not one per scrape
         m = summary(tmp_path / name)
         print(f"{name}:", m)
-        assert abs(m["ok"] - b["ok"]) <= max(8, 0.1 * b["ok"]), (name, m, b)
+        # A scrape that held the loop for its 1-s timeout every 1-s interval would halve the requests; a
+        # busy host moves a 6-s run's count by itself (112 against 136 beside a fresh machine's compile)
+        assert abs(m["ok"] - b["ok"]) <= max(8, 0.25 * b["ok"]), (name, m, b)
         # The body of the distribution: ~130 requests' p95 is a handful of them, and on this shared
         # 2-core machine a few scheduling hiccups move it by tens of ms with or without scraping (a
         # p75 of 39 against 33 ms was seen while a compiler and pip ran beside). A scrape that blocked

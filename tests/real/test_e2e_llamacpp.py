@@ -20,10 +20,10 @@ import pytest
 from scripts.llama_server import start_llama_server, stop_llama_server
 from tests.support.llamacpp import (
     LlamaServer,
-    _build_or_fail,
     server_args,
     tiny_model_fixture,  # noqa: F401  (the fixture)
 )
+from tests.support.llamacpp_binary import build_or_fail
 from tests.support.processes import ROOT, free_port
 
 LOCUST = [sys.executable, "-m", "locust"]
@@ -33,7 +33,7 @@ CTX = 12288  # a RAG prompt of the shipped scenario is ~10k of this model's toke
 
 @pytest.fixture(scope="module")
 def server(tiny_model):
-    binary = _build_or_fail()
+    binary = build_or_fail()
     log_path = tiny_model.with_name("llama-server-e2e.log")
     proc, url = start_llama_server(tiny_model, 0, server_args(N_SLOTS, CTX, "tiny-llama"), binary=binary,
                                    log_path=log_path)

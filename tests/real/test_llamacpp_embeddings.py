@@ -17,14 +17,15 @@ from llmload.transport.fast import FastTransport
 from llmload.wire.embeddings import check_embeddings, embeddings_body
 from llmload.wire.protocol import encode_body
 from scripts.llama_server import LlamaServerError, start_llama_server, stop_llama_server
-from tests.support.llamacpp import _build_or_fail, tiny_model_fixture  # noqa: F401  (the fixture)
+from tests.support.llamacpp import tiny_model_fixture  # noqa: F401  (the fixture)
+from tests.support.llamacpp_binary import build_or_fail
 from tests.support.locust_runs import load_rows, run_locust
 from tests.support.processes import ROOT
 
 
 @pytest.fixture(scope="module")
 def embedding_server(tiny_model) -> Iterator[str]:
-    binary = _build_or_fail()
+    binary = build_or_fail()
     try:
         proc, url = start_llama_server(tiny_model, 0, ["--embeddings", "--pooling", "mean", "-np", "2", "-c", "2048",
                                                        "--alias", "tiny",

@@ -14,7 +14,8 @@ import pytest
 
 from llmload.sweep.fleet.nginx import hash_replica
 from tests.support.fleet_runs import by_index, fleet_cell, processes_under, run_sweep
-from tests.support.llamacpp import llama_binary_fixture, tiny_model_fixture  # noqa: F401  (the fixtures)
+from tests.support.llamacpp import tiny_model_fixture  # noqa: F401  (the fixture)
+from tests.support.llamacpp_binary import llama_binary_fixture  # noqa: F401  (the fixture)
 
 # Alone (the timing tier): two one-thread replicas beside the side tier's tests at load average 7 left one
 # replica serving 99 % of the requests (the other slower than nginx's timeouts): the shares are then no

@@ -13,7 +13,7 @@ import sys
 import gguf
 
 from scripts.llama_server import write_tiny_model
-from tests.support.llamacpp import llama_binary_fixture  # noqa: F401  (the fixture)
+from tests.support.llamacpp_binary import llama_binary_fixture  # noqa: F401  (the fixture)
 from tests.support.processes import ROOT
 
 # --no-repack: this llama.cpp's CPU repack of Q8_0 weights crashes on matrices this small (see

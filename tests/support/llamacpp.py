@@ -20,7 +20,6 @@ Usage::
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import time
@@ -32,12 +31,12 @@ import pytest
 
 from scripts.llama_server import (
     LlamaServerError,
-    ensure_llama_server,
     server_args,
     start_llama_server,
     stop_llama_server,
     write_tiny_model,
 )
+from tests.support.llamacpp_binary import build_or_fail
 
 SHARED_SERVER = "llama"  # tests/conftest.py: every test of these fixtures on one xdist worker, one server
 PREPARED_BY = "llama_server"  # scripts/test_suite.py: the build these fixtures wait for
@@ -131,21 +130,6 @@ class LlamaServer:
         return out
 
 
-def _build_or_fail() -> Path:
-    if os.environ.get("LLMLOAD_SKIP_LLAMACPP") and os.environ.get("CI") != "true":
-        pytest.skip("LLMLOAD_SKIP_LLAMACPP is set: the llama.cpp tests are skipped")
-    try:
-        return ensure_llama_server()
-    except LlamaServerError as e:
-        pytest.fail(f"could not build llama-server: {e}", pytrace=False)
-
-
-@pytest.fixture(scope="session", name="llama_binary")
-def llama_binary_fixture() -> Path:
-    """The built ``llama-server`` (built here on first use; a failed build fails the test)."""
-    return _build_or_fail()
-
-
 @pytest.fixture(scope="session", name="tiny_model")
 def tiny_model_fixture(tmp_path_factory) -> Path:
     return write_tiny_model(tmp_path_factory.mktemp("llamacpp") / "tiny-llama.gguf")
@@ -153,7 +137,7 @@ def tiny_model_fixture(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session", name="llama_server")
 def llama_server_fixture(tiny_model) -> Iterator[LlamaServer]:
-    binary = _build_or_fail()
+    binary = build_or_fail()
     log_path = tiny_model.with_name("llama-server.log")
     try:
         proc, url = start_llama_server(tiny_model, 0, SERVER_ARGS, binary=binary, log_path=log_path)

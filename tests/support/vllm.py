@@ -25,8 +25,13 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -48,7 +53,7 @@ from scripts.vllm_server import (
     wait_vllm_server,
 )
 
-__all__ = ["SERVED_NAME", "Vllm", "order_key", "own_vllm_server", "tier_or_skip", "vllm_server_fixture"]
+__all__ = ["SERVED_NAME", "Vllm", "order_key", "own_vllm_server", "prelaunch", "tier_or_skip", "vllm_server_fixture"]
 
 ADAPTER = "adapter-a"
 
@@ -178,12 +183,121 @@ class Vllm:
         assert status == 200, body[:200]
 
 
+# --- a server started ahead of its tier -------------------------------------------------------
+# The timing tier runs one test at a time, so a server start there (~30 s quiet, a minute busy) is
+# wall time of the whole suite. scripts/test_suite.py starts that tier's server during the side tier
+# instead (at idle priority, once vLLM is installed: ``python -m tests.support.vllm prelaunch small
+# DIR``), and the module's fixture adopts it; without one (a tier run alone) the fixture starts its own.
+
+PRELAUNCHED = "vllm-{name}.json"
+"""In ``$LLMLOAD_PREPARED``: a server started ahead (url, pid, log, its flags), until adopted."""
+PRELAUNCH_FOR = {"small": "test_vllm_small_batch.py"}
+"""The servers started ahead, and the (timing) module that adopts each."""
+
+
+def prelaunch(name: str, directory: Path) -> Path:
+    """Start the server ``name`` of :data:`OWN_SERVERS` in its own session without waiting for it, and
+    say where in ``directory``; returns that file. It outlives this process."""
+    model = ensure_tiny_model()
+    args = OWN_SERVERS[name]()
+    server = launch_vllm_server(model, args, log_path=directory / f"vllm-{name}.log")
+    out = directory / PRELAUNCHED.format(name=name)
+    out.with_suffix(".tmp").write_text(json.dumps({"url": server.url, "pid": server.proc.pid, "args": args,
+                                                   "log": str(server.log_path), "model": str(model)}))
+    os.replace(out.with_suffix(".tmp"), out)
+    return out
+
+
+def stop_prelaunched(directory: Path) -> list[str]:
+    """Stop the servers started ahead that no test adopted (the suite's end); the names stopped."""
+    stopped = []
+    for path in directory.glob(PRELAUNCHED.format(name="*")):
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(json.loads(path.read_text())["pid"], signal.SIGKILL)
+            stopped.append(path.stem)
+        path.unlink(missing_ok=True)
+    return stopped
+
+
+class _Adopted:
+    """The ``subprocess.Popen`` calls :func:`stop_vllm_server` and :func:`wait_vllm_server` make, for a
+    server another process started (it is not this process's child)."""
+
+    def __init__(self, pid: int) -> None:
+        import psutil  # Locust's dependency
+
+        self.pid, self.returncode = pid, None
+        self._proc = psutil.Process(pid)
+
+    def poll(self) -> int | None:
+        import psutil
+
+        if self.returncode is None and (not self._proc.is_running() or
+                                        self._proc.status() == psutil.STATUS_ZOMBIE):
+            self.returncode = -1
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        import psutil
+
+        try:
+            self._proc.wait(timeout)
+        except psutil.TimeoutExpired:
+            raise subprocess.TimeoutExpired(str(self.pid), timeout or 0) from None
+        except psutil.NoSuchProcess:
+            pass
+        self.returncode = -1 if self.returncode is None else self.returncode
+        return self.returncode
+
+
+def _adopt(name: str) -> VllmServer | None:
+    """The server ``name`` the suite started ahead, claimed by this process and back at the normal
+    scheduling class (it started at idle priority); None when there is none, or it has died."""
+    directory = os.environ.get("LLMLOAD_PREPARED")
+    if not directory:
+        return None
+    path = Path(directory) / PRELAUNCHED.format(name=name)
+    mine = path.with_suffix(f".{os.getpid()}")
+    try:
+        os.replace(path, mine)  # one process adopts it
+        info = json.loads(mine.read_text())
+        proc = _Adopted(int(info["pid"]))
+    except Exception:  # noqa: BLE001 - none there, unreadable, or already gone: start our own
+        return None
+    finally:
+        mine.unlink(missing_ok=True)
+    if proc.poll() is not None:
+        return None
+    _normal_scheduling(proc.pid)
+    server = VllmServer(url=info["url"], proc=proc, model=Path(info["model"]), log_path=Path(info["log"]))
+    server.launch = (info["args"], 0, None, time.monotonic())
+    return server
+
+
+def _normal_scheduling(pid: int) -> None:
+    """Every thread of ``pid`` and its descendants out of SCHED_IDLE (a policy, unlike a nice value,
+    that :func:`tests.support.processes.raise_tree_priority` does not change)."""
+    import psutil
+
+    try:
+        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            for thread in proc.threads():
+                with contextlib.suppress(OSError):
+                    os.sched_setscheduler(thread.id, os.SCHED_OTHER, os.sched_param(0))
+
+
 def own_vllm_server(tmp_dir: Path, name: str) -> Iterator[Vllm]:
-    """A generator for a module fixture: the server ``name`` of :data:`OWN_SERVERS` (launched
-    beside the session's if that one started first), stopped after the module."""
+    """A generator for a module fixture: the server ``name`` of :data:`OWN_SERVERS` (the one the suite
+    started ahead, or launched beside the session's if that one started first, or started now),
+    stopped after the module."""
     tier_or_skip()
     try:
-        server = wait_vllm_server(LAUNCHED.take(name, tmp_dir))
+        server = wait_vllm_server(_adopt(name) or LAUNCHED.take(name, tmp_dir))
     except VllmError as e:
         pytest.fail(f"vLLM ({name}) did not start: {e}", pytrace=False)
     try:
@@ -212,3 +326,13 @@ def vllm_server_fixture(request, tmp_path_factory) -> Iterator[Vllm]:
     finally:
         stop_vllm_server(server)
         LAUNCHED.stop_all()
+
+
+if __name__ == "__main__":  # python -m tests.support.vllm prelaunch NAME DIR (scripts/test_suite.py)
+    _cmd, _name, _dir = sys.argv[1:4]
+    assert _cmd == "prelaunch" and _name in OWN_SERVERS, sys.argv
+    try:
+        print(prelaunch(_name, Path(_dir)))
+    except VllmError as _e:
+        print(f"vLLM's {_name} server was not started ahead: {_e}", file=sys.stderr)
+        sys.exit(1)
