@@ -14,7 +14,8 @@ from tests.support import vllm
 
 
 def _ahead(tmp_path, name: str = "small") -> subprocess.Popen:
-    proc = subprocess.Popen(["chrt", "--idle", "0", "sleep", "60"], start_new_session=True)
+    proc = subprocess.Popen(["sleep", "60"], start_new_session=True,  # at idle priority before it runs: no race
+                            preexec_fn=lambda: os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0)))
     (tmp_path / vllm.PRELAUNCHED.format(name=name)).write_text(json.dumps(
         {"url": "http://127.0.0.1:1", "pid": proc.pid, "args": ["--max-num-seqs", "2"], "log": str(tmp_path / "l"),
          "model": str(tmp_path)}))
