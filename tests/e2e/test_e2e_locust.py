@@ -52,7 +52,10 @@ def test_local_run_writes_every_row_and_the_summary(mock, tmp_path):
     assert llm["Average Content Size"] > 100 * 40, llm["Average Content Size"]
     # the client: one short verdict line; its details in PREFIX_run.json (issue 32, item 8)
     client = [line for line in res.stdout.splitlines() if line.startswith(("client", "CLIENT"))]
-    assert len(client) == 1 and len(client[0]) < 300 + len(str(tmp_path)), client
+    # (its length: a busy host's stalls name their longest cause, "off CPU (the OS ran another process, or a
+    # blocking call)", 305 characters then, path aside; the line it replaced was over 600, its advice twice)
+    assert len(client) == 1 and len(client[0]) < 400 + len(str(tmp_path)), client
+    assert client[0].count("--processes") <= 1 and client[0].count("free the machine") <= 1, client
     assert "garbage collector" not in res.stdout
     manifest = json.loads((tmp_path / "local_run.json").read_text())["client"]
     assert client[0].startswith(manifest["verdict"]) and "gc" in manifest["stalls"]
