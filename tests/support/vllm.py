@@ -191,8 +191,6 @@ class Vllm:
 
 PRELAUNCHED = "vllm-{name}.json"
 """In ``$LLMLOAD_PREPARED``: a server started ahead (url, pid, log, its flags), until adopted."""
-PRELAUNCH_FOR = {"small": "test_vllm_small_batch.py"}
-"""The servers started ahead, and the (timing) module that adopts each."""
 
 
 def prelaunch(name: str, directory: Path) -> Path:
