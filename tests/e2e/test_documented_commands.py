@@ -167,9 +167,20 @@ def test_the_sweep_example_runs_as_written(tmp_path):
     assert expected == {"chat": "mid[max_num_seqs=8]", "long": "mid[max_num_seqs=8]"}, expected
     env = {**os.environ, "PYTHONPATH": ROOT, "LLMLOAD_ARCHIVE": "off",
            "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
-    res = subprocess.run(["bash", "-e", "-c", blocks[0]], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=480)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    with open(tmp_path / "docsweep" / "out" / "sweep.json", encoding="utf-8") as f:
-        best = {w: b["deployment"] for w, b in json.load(f)["best"].items()}
+    # The answer is measured: on a host kept busy beside the suite, the mock's 8-user step of
+    # mid[max_num_seqs=8] once read a TPOT p95 of 18.6 ms against the example's 8-ms SLO (4.2 ms
+    # quiet), and chat's answer became mid[max_num_seqs=2]. A second run in a new directory then;
+    # what this test guards (a block that cannot run as written, an answer that is not the page's
+    # for a reason of the code's) fails both.
+    for attempt in (1, 2):
+        workdir = tmp_path / f"run{attempt}"
+        workdir.mkdir()
+        res = subprocess.run(["bash", "-e", "-c", blocks[0]], cwd=workdir, env=env, capture_output=True,
+                             text=True, timeout=480)
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+        with open(workdir / "docsweep" / "out" / "sweep.json", encoding="utf-8") as f:
+            best = {w: b["deployment"] for w, b in json.load(f)["best"].items()}
+        if best == expected:
+            break
+        print(f"run {attempt}: {best} where the page shows {expected}\n{res.stdout[-3000:]}")
     assert best == expected, res.stdout[-3000:]
