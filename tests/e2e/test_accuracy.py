@@ -81,8 +81,11 @@ def measure(mock_factory, tmp_path, users, ttft_ms, itl_ms, tokens, seconds) -> 
     # every ok row streamed many tokens, so every row has a worst stall: a NaN is a bug, not a pass
     missing = sum(1 for g in got if g[1] != g[1])
     assert missing == 0, f"{missing} of {len(got)} ok rows have no itl_max_ms"
-    # never a stall the server did not have, in any run
-    assert all(g[1] <= g[2] + 2.0 for g in got), max(g[1] - g[2] for g in got)
+    # never a stall the server did not have, in any run: a client that counts its own pause as the
+    # server's reports whole gaps more. Half a gap, not the quiet figure (within 2 ms for every request,
+    # benchmarks/timing_accuracy.py): a client descheduled between two single-token reads sees that
+    # gap longer by the time it was off (3.1 ms once at 256 streams beside a busy loop).
+    assert all(g[1] <= g[2] + itl_ms / 2 for g in got), max(g[1] - g[2] for g in got)
     return got
 
 
@@ -127,6 +130,7 @@ def test_a_client_pause_is_counted_as_coalesced_reads_not_as_a_server_stall(mock
     got = truth(mock, rows)
     paused = [g for g in got if g[3] > 0]
     assert len(paused) >= 24  # most of the 32 streams in flight during the pause read several tokens at once
-    # the pause (50 ms, five tokens' worth) is never reported as a stall: the worst gap stays the server's
-    assert all(g[1] <= g[2] + 2.0 for g in got if g[1] == g[1]), max(g[1] - g[2] for g in got if g[1] == g[1])
+    # the pause (50 ms, five tokens' worth) is never reported as a stall: the worst gap stays the server's,
+    # give or take half a gap (as in measure)
+    assert all(g[1] <= g[2] + 5.0 for g in got if g[1] == g[1]), max(g[1] - g[2] for g in got if g[1] == g[1])
     assert "read(s) carried several tokens at once" in res.stdout
