@@ -15,6 +15,7 @@ import pytest
 from llmload.sweep.fleet.litellm import wait_installed
 from tests.e2e.test_fleet_sweep import HIT_SHARE, RAG, RAG_MOCK, _mock
 from tests.support.fleet_runs import fleet_cell, processes_under, run_sweep
+from tests.support.second_reading import measured_twice
 
 pytestmark = pytest.mark.prepared_by("litellm")  # make test installs the proxy beside the tests
 
@@ -46,9 +47,7 @@ load: {{steps: [1], step_seconds: 8, warmup_s: 2}}
     # LiteLLM pins each of the 8 keys to the replica its first request drew, at random: all 8 on one
     # replica is a fair draw (2 in 256; seen once, {'1': 1.0, '0': 0.0}), and then one replica serves
     # everything. That draw is LiteLLM's, not llmload's: a second sweep (a new proxy, new draws) then.
-    for attempt in (1, 2):
-        work = tmp_path / f"attempt{attempt}"
-        work.mkdir()
+    def measure(work):
         (work / "rag8.yaml").write_text(RAG)
         done, result = run_sweep(work, plan.replace(str(tmp_path), str(work)), timeout=400)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -58,8 +57,10 @@ load: {{steps: [1], step_seconds: 8, warmup_s: 2}}
         # without a capacity step the fleet entry has no replica view (a busy machine once left none)
         assert "share" in e, [{k: s.get(k) for k in ("level", "thin", "slo_met", "ok", "errors")}
                               for s in cell["steps"]]
-        if all(s > 0.1 for s in e["share"].values()):
-            break
+        return cell, e
+
+    (cell, e), work = measured_twice(tmp_path, measure, lambda r: None if all(s > 0.1 for s in r[1]["share"].values())
+                                     else f"LiteLLM pinned every key to one replica: {r[1]['share']}")
     assert all(s > 0.1 for s in e["share"].values()), e["share"]  # both replicas serve
     # pinned keys: a replica sees m of the 8 prefixes and hits min(1, 4/m) of its requests; over the
     # two, at least 4 of every 8 hit, and whichever split LiteLLM drew, better than one replica's 0.5
